@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Migrate applies every embedded migration that has not run yet. It holds a PostgreSQL
+// session advisory lock while it works, so replicas starting together apply each migration
+// exactly once; the others wait and then find nothing to do.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	p, db, err := provider(pool)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	return nil
+}
+
+// MigrationStatus reports the applied version and the newest embedded one.
+func MigrationStatus(ctx context.Context, pool *pgxpool.Pool) (current, latest int64, err error) {
+	p, db, err := provider(pool)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer db.Close()
+	current, err = p.GetDBVersion(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read migration version: %w", err)
+	}
+	sources := p.ListSources()
+	if n := len(sources); n > 0 {
+		latest = sources[n-1].Version
+	}
+	return current, latest, nil
+}
+
+func provider(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
+	sub, err := fs.Sub(migrationFS, "migrations")
+	if err != nil {
+		return nil, nil, fmt.Errorf("open embedded migrations: %w", err)
+	}
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, nil, fmt.Errorf("create migration lock: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
+		goose.WithSessionLocker(locker),
+		// Issues add their tables in their own version ranges; a database that ran a later
+		// range first must still accept an earlier one.
+		goose.WithAllowOutofOrder(true),
+	)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("create migration provider: %w", err)
+	}
+	return p, db, nil
+}
+
+// MigrationFS exposes the embedded migration files (tests hash them to name template databases).
+func MigrationFS() fs.FS {
+	sub, _ := fs.Sub(migrationFS, "migrations")
+	return sub
+}
