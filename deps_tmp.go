@@ -1,6 +1,7 @@
 package main
 
 import (
+	_ "github.com/gorilla/websocket"
 	_ "github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/larksuite/oapi-sdk-go/v3"
 	_ "github.com/larksuite/oapi-sdk-go/v3/core/httpserverext"
@@ -13,7 +14,6 @@ import (
 	_ "github.com/sethvargo/go-retry"
 	_ "github.com/spf13/cobra"
 	_ "github.com/stretchr/testify/require"
-	_ "github.com/gorilla/websocket"
 )
 
 func main() {}
