@@ -1,0 +1,81 @@
+package devpg_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"loopx/store/devpg"
+)
+
+// tempDir returns a directory the postgres system user can reach when the test runs as root
+// (t.TempDir is 0700).
+func tempDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	for p := d; p != filepath.Dir(p) && p != os.TempDir(); p = filepath.Dir(p) {
+		require.NoError(t, os.Chmod(p, 0o755))
+	}
+	return d
+}
+
+func TestStartConnectStopReuse(t *testing.T) {
+	t.Parallel()
+	if _, err := devpg.BinDir(); errors.Is(err, devpg.ErrNoBinaries) {
+		t.Skip("no PostgreSQL server binaries on this machine")
+	}
+	ctx := t.Context()
+	dir := filepath.Join(tempDir(t), "home")
+
+	c, err := devpg.Start(ctx, devpg.Options{Dir: dir})
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, c.URL())
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	require.NoError(t, c.Stop())
+	require.NoError(t, c.Stop(), "a second Stop is a no-op")
+	_, err = pgx.Connect(ctx, c.URL())
+	require.Error(t, err, "the server is gone after Stop")
+
+	// The data directory is reused: the row written by the first run is there.
+	c2, err := devpg.Start(ctx, devpg.Options{Dir: dir})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c2.Stop()) }()
+	conn, err = pgx.Connect(ctx, c2.URL())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var v int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
+	require.Equal(t, 42, v)
+}
+
+func TestStopsOnContextCancel(t *testing.T) {
+	t.Parallel()
+	if _, err := devpg.BinDir(); errors.Is(err, devpg.ErrNoBinaries) {
+		t.Skip("no PostgreSQL server binaries on this machine")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	c, err := devpg.Start(ctx, devpg.Options{Dir: filepath.Join(tempDir(t), "home")})
+	require.NoError(t, err)
+	cancel()
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("postgres still running 20 s after the context was cancelled")
+	}
+	require.NoError(t, c.Stop())
+}
+
+func TestNoBinariesNamesThePackage(t *testing.T) {
+	t.Parallel()
+	require.Contains(t, devpg.ErrNoBinaries.Error(), "postgresql")
+	require.Contains(t, devpg.ErrNoBinaries.Error(), "apt-get install")
+}
