@@ -1,0 +1,107 @@
+package quota
+
+import (
+	"time"
+
+	"loopx/store"
+)
+
+// States of a decision, in the order Decide tests them.
+const (
+	StatePaused    = "paused"
+	StateBusy      = "busy"
+	StateThrottled = "throttled"
+	StateInbox     = "inbox"
+	StateWaiting   = "waiting"
+	StateIdle      = "idle"
+	StateStalled   = "stalled"
+	StateEligible  = "eligible"
+	StateNotFound  = "not_found"
+)
+
+// Input is everything Decide looks at, read in one round trip by store.ReadTickSnapshot.
+type Input = store.TickSnapshot
+
+// Decision is the should-run answer. Its JSON is the `quota should-run --format json` output.
+type Decision struct {
+	OK               bool              `json:"ok"`
+	Mode             string            `json:"mode"` // always "should-run"
+	GoalID           string            `json:"goal_id"`
+	AgentID          string            `json:"agent_id"`
+	Decision         string            `json:"decision"` // run | skip
+	ShouldRun        bool              `json:"should_run"`
+	State            string            `json:"state"`
+	Reason           string            `json:"reason"`  // a stable code, e.g. window_exhausted
+	Message          string            `json:"message"` // the reason in words, for people
+	EffectiveAction  string            `json:"effective_action"`
+	SelectedTodo     *SelectedTodo     `json:"selected_todo"`
+	NextAction       string            `json:"next_action,omitempty"` // from the last refresh-state
+	Inbox            InboxCounts       `json:"inbox"`
+	Quota            QuotaStatus       `json:"quota"`
+	Gates            GateSummary       `json:"gates"`
+	SchedulerHint    SchedulerHint     `json:"scheduler_hint"`
+	Turn             *store.Turn       `json:"turn,omitempty"` // the turn opened by BeginTurn
+	HeartbeatReceipt *HeartbeatReceipt `json:"heartbeat_receipt,omitempty"`
+
+	// Replayed is true when the answer is the stored receipt of an earlier call with the
+	// same turn instance id (the JSON is byte-identical to the first answer).
+	Replayed bool `json:"-"`
+	// Identity is what the hint progression compares between calls.
+	Identity string `json:"-"`
+}
+
+// SelectedTodo is the todo a run should work on.
+type SelectedTodo struct {
+	ID        int64  `json:"todo_id"`
+	Text      string `json:"text"`
+	Priority  int    `json:"priority"`
+	ClaimedBy string `json:"claimed_by"`
+	Version   int64  `json:"version"`
+}
+
+// InboxCounts counts inbox items addressed to the agent that wait for it.
+type InboxCounts struct {
+	Pending int `json:"pending"`
+	Steer   int `json:"steer"`
+}
+
+// QuotaStatus is the goal's policy and the spend over the rolling window.
+type QuotaStatus struct {
+	WindowHours    int        `json:"window_hours"`
+	AllowedSlots   int        `json:"allowed_slots"`
+	SpentSlots     int        `json:"spent_slots"`
+	NextEligibleAt *time.Time `json:"next_eligible_at"`
+}
+
+// GateSummary lists the open gates and those blocking this agent's work.
+type GateSummary struct {
+	Open     []int64 `json:"open"`
+	Blocking []int64 `json:"blocking"`
+}
+
+// SchedulerHint tells a scheduler when to ask again (LoopX's scheduler_hint_v0 table).
+type SchedulerHint struct {
+	Action          string `json:"action"`
+	CadenceClass    string `json:"cadence_class"`
+	IntervalMinutes int    `json:"interval_minutes"`
+	RRule           string `json:"rrule"`
+	Step            int    `json:"step"`
+}
+
+// HeartbeatReceipt is returned when a turn instance id is given; the same id replays it.
+type HeartbeatReceipt struct {
+	Status         string `json:"status"` // committed
+	EventID        int64  `json:"event_id"`
+	TurnInstanceID string `json:"turn_instance_id"`
+}
+
+// ShouldRunParams asks whether an agent should act now.
+type ShouldRunParams struct {
+	GoalID         string
+	AgentID        string
+	TurnInstanceID string // optional; the same id replays the same answer
+	// BeginTurn opens a turn (with TurnInstanceID, or a generated id) when the decision is run.
+	BeginTurn     bool
+	LeaseDuration time.Duration // lease of the opened turn; 0 = 30 minutes
+	Meta          store.Meta
+}
