@@ -1,0 +1,32 @@
+// Package scheduler fires the cron schedules of goals (per goal×agent heartbeats and per
+// goal report digests), reminds owners of open gates, and wakes agents through their runners.
+//
+// Guarantees:
+//
+//   - Exactly one tick row per (schedule, fire time). Due schedules are claimed with
+//     FOR UPDATE SKIP LOCKED, and the tick rows and the schedule's next fire are written in the
+//     claiming transaction, so any number of replicas fire each time once; a replica that dies
+//     mid-batch leaves its schedules due for another one.
+//   - No silent gaps. Each tick records the fire planned after it (next_fire_at); every fire
+//     time either gets a ran/skipped tick or a missed row. After downtime at most one catch-up
+//     tick per schedule runs (the newest passed fire); the older passed fires are recorded as
+//     missed, never replayed.
+//   - Fire times are wall-clock times in the schedule's IANA zone (robfig/cron parses the
+//     spec). A time in a daylight-saving gap fires once when the gap ends; a repeated time
+//     fires once, at its first occurrence.
+//   - A heartbeat asks should-run. run opens a turn (with a lease) and wakes the agent through
+//     its runner after the transaction commits; skip records the reason. While a turn is live
+//     the answer is busy: the tick is skipped, never queued. For exec and webhook runners the
+//     next fire is the first cron time at or after now + the scheduler_hint interval;
+//     stop_until_explicit_resume holds the heartbeat until the goal is resumed. Poll runners'
+//     hosts apply the hint themselves, so their schedule keeps its cron cadence.
+//   - Each goal's schedules are delayed by a deterministic jitter in [0, MaxJitter), the same
+//     on every replica, so goals sharing a spec do not burst.
+//   - Report digests: one per (goal, window end), whatever the replicas and restarts.
+//   - Gate reminders back off (30, 60, 120 minutes, then every 120), deduplicated by gate and
+//     reminder number, and escalate to every owner by direct message from the Nth; a gate is
+//     never expired or answered by the scheduler.
+//
+// The loop sleeps until the earliest next_run_at (or the next reminder) and is woken early by
+// NOTIFY loopx_schedule, which triggers on goal, agent, todo, inbox and gate changes send.
+package scheduler
