@@ -1,0 +1,33 @@
+# LoopX for Lark. `make run` serves; `make test` runs every test. See README.md.
+GO      ?= go
+BIN     := bin/loopx
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: run build test lint bench postgres
+
+## build: compile bin/loopx
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/loopx
+
+## run: build and start `loopx serve` (private PostgreSQL under LOOPX_HOME when DATABASE_URL is unset)
+run: postgres build
+	./$(BIN) serve
+
+## test: every test, against TEST_DATABASE_URL, 127.0.0.1:5432, or a private cluster
+test:
+	scripts/with-postgres.sh $(GO) test -count=1 ./...
+
+## lint: formatting, vet and the package dependency rule
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -count=1 -run 'TestDependencyRule' ./cmd/loopx
+
+## bench: Go benchmarks and the whole-process should-run benchmark; results in bench/results/
+bench: build
+	scripts/with-postgres.sh bench/run.sh
+
+# postgres: install Debian's postgresql when the machine has no server binaries.
+postgres:
+	@scripts/with-postgres.sh --install-only

@@ -1,0 +1,20 @@
+// Package api is LoopX's HTTP JSON API under /v1, the surface the `loopx` CLI and agent hosts
+// use. Every endpoint is listed in routes.go and documented in docs/api.md.
+//
+// Guarantees:
+//   - Authentication: every request carries a bearer token: the admin token (compared in
+//     constant time) or an agent token issued at registration (looked up by its hash). No
+//     token or an unknown one is 401.
+//   - Authorization before action: an agent token acts only on its own goal and only as its
+//     own agent; anything else is 403, and the refusal is written to the audit before the
+//     answer. Admin-only endpoints refuse agent tokens the same way. Gate answers are checked
+//     by the store against the goal's owners (403, audited).
+//   - Idempotency: every mutating call (POST, PATCH) must carry an Idempotency-Key header.
+//     The key travels to the store operation, which writes the state change and its receipt in
+//     one transaction: a replay returns the original result (same status, same body) and
+//     writes nothing; the same key with a different request is 409 conflict.
+//   - Errors are JSON {"error": {"code", "field", "message"}} with the status mapped from the
+//     store's sentinel errors (see errors.go); bad input changes nothing.
+//   - Request bodies are limited (Options.MaxBodyBytes, default 256 KiB) and unknown JSON
+//     fields are rejected, naming the field.
+package api

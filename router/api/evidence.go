@@ -1,0 +1,63 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"loopx/store"
+)
+
+// EvidenceBody is the body of POST /v1/goals/{goal}/evidence.
+type EvidenceBody struct {
+	AgentID string `json:"agent_id,omitempty"`
+	TodoID  int64  `json:"todo_id,omitempty"`
+	TurnID  int64  `json:"turn_id,omitempty"`
+	Kind    string `json:"kind,omitempty"`
+	Summary string `json:"summary"`
+	Ref     string `json:"ref,omitempty"`
+}
+
+func (s *Server) addEvidence(ctx context.Context, r *request) (int, any, error) {
+	var b EvidenceBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	agent, err := s.actingAgent(r, "add evidence", b.AgentID, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	if b.TodoID < 0 || b.TurnID < 0 {
+		return 0, nil, invalid("todo_id", "ids are positive integers")
+	}
+	e, err := s.st.AddEvidence(ctx, store.AddEvidenceParams{
+		GoalID: r.PathValue("goal"), AgentID: agent, TodoID: b.TodoID, TurnID: b.TurnID,
+		Kind: b.Kind, Summary: b.Summary, Ref: b.Ref, Meta: r.meta(),
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, e, nil
+}
+
+func (s *Server) listEvidence(ctx context.Context, r *request) (int, any, error) {
+	todo, err := queryInt(r, "todo_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return 0, nil, err
+	}
+	after, err := queryInt(r, "after_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	es, err := s.st.ListEvidence(ctx, store.ListEvidenceParams{
+		GoalID: r.PathValue("goal"), TodoID: todo, AgentID: r.URL.Query().Get("agent_id"),
+		Limit: int(limit), AfterID: after,
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"evidence": nonNil(es)}, nil
+}

@@ -1,0 +1,40 @@
+package api
+
+// routes maps the whole /v1 surface. Every mutating route (POST, PATCH) requires an
+// Idempotency-Key header; see docs/api.md for bodies and answers. Other packages add their
+// endpoints with one line here and a handler file of their own (inbox.go).
+func (s *Server) routes() {
+	s.handle("POST /v1/goals", s.createGoal)
+	s.handle("GET /v1/goals", s.listGoals)
+	s.handle("GET /v1/goals/{goal}", s.showGoal)
+	s.handle("PATCH /v1/goals/{goal}", s.setGoal)
+	s.handle("POST /v1/goals/{goal}/stop", s.stopGoal)
+	s.handle("POST /v1/goals/{goal}/resume", s.resumeGoal)
+
+	s.handle("POST /v1/goals/{goal}/agents", s.registerAgent)
+	s.handle("GET /v1/goals/{goal}/agents", s.listAgents)
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/rotate-token", s.rotateToken)
+
+	s.handle("POST /v1/goals/{goal}/todos", s.addTodo)
+	s.handle("GET /v1/goals/{goal}/todos", s.listTodos)
+	s.handle("GET /v1/goals/{goal}/todos/{todo}", s.showTodo)
+	s.handle("PATCH /v1/goals/{goal}/todos/{todo}", s.updateTodo)
+	s.handle("POST /v1/goals/{goal}/todos/{todo}/claim", s.claimTodo)
+	s.handle("POST /v1/goals/{goal}/todos/{todo}/done", s.doneTodo)
+
+	s.handle("POST /v1/goals/{goal}/gates", s.askGate)
+	s.handle("GET /v1/goals/{goal}/gates", s.listGates)
+	s.handle("POST /v1/goals/{goal}/gates/{gate}/answer", s.answerGate)
+	s.handle("POST /v1/goals/{goal}/gates/{gate}/cancel", s.cancelGate)
+
+	s.handle("POST /v1/goals/{goal}/evidence", s.addEvidence)
+	s.handle("GET /v1/goals/{goal}/evidence", s.listEvidence)
+
+	s.handle("POST /v1/goals/{goal}/should-run", s.shouldRun)
+	s.handle("POST /v1/goals/{goal}/spend-slot", s.spendSlot)
+	s.handle("GET /v1/goals/{goal}/quota", s.quotaStatus)
+	s.handle("POST /v1/goals/{goal}/refresh-state", s.refreshState)
+
+	s.handle("GET /v1/audit", s.listAudit)
+	s.handle("GET /v1/whoami", s.whoami)
+}

@@ -1,0 +1,33 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// RefusalParams describes a refused request for AuditRefusal.
+type RefusalParams struct {
+	Action string // what was attempted, e.g. "answer gate"
+	GoalID string
+	Target string // what it was aimed at, e.g. the API route
+	Reason string // why it was refused, as told to the caller
+}
+
+// AuditRefusal records a request refused before any operation ran (an API token used outside
+// its scope): one audit row with allowed=false. Refusals that an operation itself decides are
+// audited by that operation.
+func (s *Store) AuditRefusal(ctx context.Context, m Meta, p RefusalParams) error {
+	detail, err := json.Marshal(map[string]string{"reason": p.Reason})
+	if err != nil {
+		return fmt.Errorf("encode refusal: %w", err)
+	}
+	_, err = s.pool.Exec(ctx,
+		`INSERT INTO audit (actor, surface, action, goal_id, target, allowed, detail)
+		 VALUES ($1, $2, $3, $4, $5, false, $6)`,
+		m.Actor, m.Surface, p.Action, p.GoalID, p.Target, detail)
+	if err != nil {
+		return fmt.Errorf("audit refusal: %w", mapErr(err))
+	}
+	return nil
+}
