@@ -1,0 +1,382 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// OutboxNotifyChannel is the LISTEN channel an outbox insert notifies (see migration 00020).
+const OutboxNotifyChannel = "loopx_outbox"
+
+// OutboxClaim is one outbox row a sender holds a claim on.
+type OutboxClaim struct {
+	ID            int64
+	UUID          string
+	Kind          string
+	ReceiveIDType string
+	ReceiveID     string
+	ReplyTo       string
+	ReplyInThread bool
+	UpdateOf      int64
+	// TargetMessage is the row's own target, or for a card_update the Lark message id of the
+	// card it patches ("" when that card has not been sent).
+	TargetMessage string
+	Content       string
+	Attempts      int
+	CreatedAt     time.Time
+}
+
+// ClaimOutbox claims up to limit due outbox rows for owner until now()+lease, in one short
+// transaction. Only the oldest unfinished row of each chat (receive_id) is eligible, and only
+// while no other row of that chat is claimed, so rows of one chat are sent one at a time in
+// commit (id) order whatever the number of senders. Rows whose claim expired are claimable again.
+func (s *Store) ClaimOutbox(ctx context.Context, owner string, limit int, lease time.Duration) ([]OutboxClaim, error) {
+	if owner == "" {
+		return nil, Errorf(ErrInvalid, "owner", "is empty; name the sender that claims")
+	}
+	if limit <= 0 {
+		return nil, Errorf(ErrInvalid, "limit", "must be positive, got %d", limit)
+	}
+	var out []OutboxClaim
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		// The heads CTE sees the statement snapshot; a head another sender claimed and
+		// committed meanwhile is re-checked by FOR UPDATE and dropped, and the rows behind it
+		// never qualify because they are not heads in this snapshot.
+		rows, err := tx.Query(ctx, `
+WITH heads AS (
+    SELECT DISTINCT ON (receive_id) id
+    FROM outbox
+    WHERE state IN ('pending', 'sending')
+    ORDER BY receive_id, id
+), picked AS (
+    SELECT o.id
+    FROM outbox o JOIN heads h ON h.id = o.id
+    WHERE (o.state = 'pending' AND o.next_attempt_at <= now())
+       OR (o.state = 'sending' AND o.claimed_until < now())
+    ORDER BY o.next_attempt_at, o.id
+    LIMIT $1
+    FOR UPDATE OF o SKIP LOCKED
+)
+UPDATE outbox o
+SET state = 'sending', claimed_by = $2, claimed_until = now() + $3 * interval '1 microsecond'
+FROM picked
+WHERE o.id = picked.id
+RETURNING o.id, o.uuid, o.kind, o.receive_id_type, o.receive_id, o.reply_to, o.reply_in_thread,
+    coalesce(o.update_of, 0), o.target_message, o.content, o.attempts, o.created_at`,
+			limit, owner, lease.Microseconds())
+		if err != nil {
+			return fmt.Errorf("claim outbox: %w", mapErr(err))
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxClaim, error) {
+			var c OutboxClaim
+			err := r.Scan(&c.ID, &c.UUID, &c.Kind, &c.ReceiveIDType, &c.ReceiveID, &c.ReplyTo,
+				&c.ReplyInThread, &c.UpdateOf, &c.TargetMessage, &c.Content, &c.Attempts, &c.CreatedAt)
+			return c, err
+		})
+		if err != nil {
+			return fmt.Errorf("read claimed outbox rows: %w", mapErr(err))
+		}
+		// A card update patches the Lark message of the card it updates; that card is an
+		// earlier row of the same chat, so it was sent (or failed) before this row was a head.
+		for i := range out {
+			c := &out[i]
+			if c.Kind != "card_update" || c.TargetMessage != "" || c.UpdateOf == 0 {
+				continue
+			}
+			err := tx.QueryRow(ctx, `SELECT lark_message_id FROM outbox WHERE id = $1`, c.UpdateOf).Scan(&c.TargetMessage)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("look up updated card %d: %w", c.UpdateOf, mapErr(err))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MarkOutboxSent records a successful send and the Lark message id. It applies to a row in any
+// unfinished state: if the claim expired and another sender took the row, Lark's uuid dedupe
+// makes both sends one message, and the first to record it wins.
+func (s *Store) MarkOutboxSent(ctx context.Context, id int64, larkMessageID string) error {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE outbox SET state = 'sent', lark_message_id = $2, sent_at = now(), claimed_until = NULL,
+    claimed_by = '', attempts = attempts + 1, last_code = 0, last_error = ''
+WHERE id = $1 AND state IN ('pending', 'sending')`, id, larkMessageID)
+	if err != nil {
+		return fmt.Errorf("mark outbox %d sent: %w", id, mapErr(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("mark outbox %d sent: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// MarkOutboxFailed gives up on a row for good, keeping the Lark code and a message a person can
+// act on. Only the claim holder may do it.
+func (s *Store) MarkOutboxFailed(ctx context.Context, id int64, owner string, code int, msg string) error {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE outbox SET state = 'failed', last_code = $3, last_error = $4, claimed_until = NULL,
+    claimed_by = '', attempts = attempts + 1
+WHERE id = $1 AND state = 'sending' AND claimed_by = $2`, id, owner, code, truncate(msg, 2000))
+	if err != nil {
+		return fmt.Errorf("mark outbox %d failed: %w", id, mapErr(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("mark outbox %d failed: %w", id, ErrConflict)
+	}
+	return nil
+}
+
+// RescheduleOutbox releases owner's claim and makes the row due again after the given delay
+// (measured on the database clock). countAttempt is false for waits that are not the row's
+// fault, such as a rate limit. The chat's later rows stay behind it.
+func (s *Store) RescheduleOutbox(ctx context.Context, id int64, owner string, after time.Duration, code int, msg string, countAttempt bool) error {
+	inc := 0
+	if countAttempt {
+		inc = 1
+	}
+	tag, err := s.pool.Exec(ctx, `
+UPDATE outbox SET state = 'pending', claimed_until = NULL, claimed_by = '',
+    next_attempt_at = now() + $3 * interval '1 microsecond',
+    last_code = $4, last_error = $5, attempts = attempts + $6
+WHERE id = $1 AND state = 'sending' AND claimed_by = $2`,
+		id, owner, max(after, 0).Microseconds(), code, truncate(msg, 2000), inc)
+	if err != nil {
+		return fmt.Errorf("reschedule outbox %d: %w", id, mapErr(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("reschedule outbox %d: %w", id, ErrConflict)
+	}
+	return nil
+}
+
+// ReleaseOutboxClaims hands every row owner still holds back to the other senders at once
+// (graceful shutdown) and wakes them.
+func (s *Store) ReleaseOutboxClaims(ctx context.Context, owner string) (int64, error) {
+	var n int64
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+UPDATE outbox SET state = 'pending', claimed_until = NULL, claimed_by = ''
+WHERE state = 'sending' AND claimed_by = $1`, owner)
+		if err != nil {
+			return fmt.Errorf("release outbox claims: %w", mapErr(err))
+		}
+		n = tag.RowsAffected()
+		if n > 0 {
+			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, OutboxNotifyChannel); err != nil {
+				return fmt.Errorf("notify released claims: %w", mapErr(err))
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// NextOutboxDue returns how long until a row becomes claimable (0 when one is now), or ok=false
+// when nothing is unsent. Senders sleep that long instead of polling blindly.
+func (s *Store) NextOutboxDue(ctx context.Context) (wait time.Duration, ok bool, err error) {
+	var us *int64
+	// Only chat heads can be claimed; a due row queued behind its chat's head is not due yet.
+	err = s.pool.QueryRow(ctx, `
+WITH heads AS (
+    SELECT DISTINCT ON (receive_id) state, next_attempt_at, claimed_until
+    FROM outbox WHERE state IN ('pending', 'sending')
+    ORDER BY receive_id, id
+)
+SELECT (extract(epoch FROM min(CASE WHEN state = 'pending' THEN next_attempt_at ELSE claimed_until END) - now()) * 1e6)::bigint
+FROM heads`).Scan(&us)
+	if err != nil {
+		return 0, false, fmt.Errorf("read next outbox due time: %w", mapErr(err))
+	}
+	if us == nil {
+		return 0, false, nil
+	}
+	return max(time.Duration(*us)*time.Microsecond, 0), true, nil
+}
+
+// ListenOutbox LISTENs on the outbox channel and calls wake for every notification until ctx
+// ends or the connection fails. The connection is taken out of the pool and closed afterwards,
+// so no LISTEN state leaks to other users of the pool.
+func (s *Store) ListenOutbox(ctx context.Context, wake func()) error {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listen connection: %w", mapErr(err))
+	}
+	conn := pc.Hijack()
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+OutboxNotifyChannel); err != nil {
+		return fmt.Errorf("listen on outbox channel: %w", mapErr(err))
+	}
+	// A row committed before LISTEN took effect would otherwise wait for the fallback poll.
+	wake()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("wait for outbox notification: %w", err)
+		}
+		wake()
+	}
+}
+
+// RateScope is one limit a send must fit: at most one send per Interval on average, with bursts
+// of up to Burst sends.
+type RateScope struct {
+	Scope    string // "app", "chat:<id>"
+	Interval time.Duration
+	Burst    int
+}
+
+// TakeSendSlot reserves one send in every scope at once (generic cell rate algorithm over the
+// send_rate table, on the database clock, so all replicas share the budget). It returns 0 when
+// the send may go now, or how long to wait before asking again; nothing is reserved then.
+func (s *Store) TakeSendSlot(ctx context.Context, scopes []RateScope) (time.Duration, error) {
+	for _, sc := range scopes {
+		if sc.Scope == "" || sc.Interval <= 0 || sc.Burst < 1 {
+			return 0, Errorf(ErrInvalid, "scope", "rate scope %q needs a name, a positive interval and a burst of at least 1", sc.Scope)
+		}
+	}
+	var wait time.Duration
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		for _, sc := range scopes {
+			tau := sc.Interval * time.Duration(sc.Burst-1)
+			var granted bool
+			var waitUS int64
+			err := tx.QueryRow(ctx, `
+WITH up AS (
+    INSERT INTO send_rate AS r (scope, tat)
+    VALUES ($1, clock_timestamp() + $2 * interval '1 microsecond')
+    ON CONFLICT (scope) DO UPDATE
+        SET tat = greatest(r.tat, clock_timestamp()) + $2 * interval '1 microsecond'
+        WHERE r.tat <= clock_timestamp() + $3 * interval '1 microsecond'
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM up),
+    coalesce((SELECT (extract(epoch FROM r.tat - clock_timestamp()) * 1e6)::bigint - $3
+              FROM send_rate r WHERE r.scope = $1), 0)`,
+				sc.Scope, sc.Interval.Microseconds(), tau.Microseconds()).Scan(&granted, &waitUS)
+			if err != nil {
+				return fmt.Errorf("take send slot %s: %w", sc.Scope, mapErr(err))
+			}
+			if !granted {
+				wait = max(time.Duration(waitUS)*time.Microsecond, time.Millisecond)
+				return errSlotDenied
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errSlotDenied) {
+		return wait, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
+var errSlotDenied = errors.New("send slot denied")
+
+// PruneLarkEvents deletes lark_event rows received more than olderThan ago (Lark stops
+// redelivering after about 7 hours; keep a week). It also drops rate state idle for an hour.
+func (s *Store) PruneLarkEvents(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < time.Hour {
+		return 0, Errorf(ErrInvalid, "olderThan", "must be at least an hour (Lark redelivers for about 7 h), got %s", olderThan)
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM lark_event WHERE received_at < now() - $1 * interval '1 microsecond'`, olderThan.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("prune lark events: %w", mapErr(err))
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM send_rate WHERE tat < now() - interval '1 hour'`); err != nil {
+		return 0, fmt.Errorf("prune send rates: %w", mapErr(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+// OutboxFailure is a message the sender gave up on.
+type OutboxFailure struct {
+	ID        int64
+	Kind      string
+	ReceiveID string
+	GoalID    string
+	Code      int
+	Error     string
+	Attempts  int
+	CreatedAt time.Time
+}
+
+// OutboxFailures lists the newest failed outbox rows, for one chat or (chatID "") all chats.
+// The chat /status command and `loopx doctor` show them.
+func (s *Store) OutboxFailures(ctx context.Context, chatID string, limit int) ([]OutboxFailure, error) {
+	if limit <= 0 {
+		return nil, Errorf(ErrInvalid, "limit", "must be positive, got %d", limit)
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT id, kind, receive_id, goal_id, last_code, last_error, attempts, created_at
+FROM outbox WHERE state = 'failed' AND ($1 = '' OR receive_id = $1)
+ORDER BY id DESC LIMIT $2`, chatID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list outbox failures: %w", mapErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxFailure, error) {
+		var f OutboxFailure
+		err := r.Scan(&f.ID, &f.Kind, &f.ReceiveID, &f.GoalID, &f.Code, &f.Error, &f.Attempts, &f.CreatedAt)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read outbox failures: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// OutboxStats summarises the outbox for health checks and metrics.
+type OutboxStats struct {
+	Pending, Sending, Failed int64
+	// OldestPending is the age of the oldest unsent row (0 when none): the sender's lag.
+	OldestPending time.Duration
+}
+
+// OutboxStats counts rows by state and measures the age of the oldest unsent one.
+func (s *Store) OutboxStats(ctx context.Context) (OutboxStats, error) {
+	var st OutboxStats
+	var us int64
+	err := s.pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE state = 'pending'),
+       count(*) FILTER (WHERE state = 'sending'),
+       (SELECT count(*) FROM outbox WHERE state = 'failed'),
+       coalesce((extract(epoch FROM now() - min(created_at)) * 1e6)::bigint, 0)
+FROM outbox WHERE state IN ('pending', 'sending')`).Scan(&st.Pending, &st.Sending, &st.Failed, &us)
+	if err != nil {
+		return OutboxStats{}, fmt.Errorf("read outbox stats: %w", mapErr(err))
+	}
+	st.OldestPending = time.Duration(us) * time.Microsecond
+	return st, nil
+}
+
+// PendingInboxItems counts inbox items not yet acknowledged (the inbox depth gauge).
+func (s *Store) PendingInboxItems(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM inbox_item WHERE state IN ('pending', 'delivered')`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count pending inbox items: %w", mapErr(err))
+	}
+	return n, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cutting may split a UTF-8 sequence; PostgreSQL rejects invalid text, so drop the tail.
+	return strings.ToValidUTF8(s[:n], "")
+}
