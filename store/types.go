@@ -250,7 +250,7 @@ type CreateGoalParams struct {
 	ReportTZ      string
 	Lang          string
 	StallTurns    *int
-	Meta          Meta
+	Meta          Meta `json:"-"`
 }
 
 // ListGoalsParams filters ListGoals. Empty fields do not filter.
@@ -280,13 +280,13 @@ type UpdateGoalParams struct {
 	ReportTZ      *string
 	Lang          *string
 	StallTurns    *int
-	Meta          Meta
+	Meta          Meta `json:"-"`
 }
 
 // GoalRef names a goal for stop/resume.
 type GoalRef struct {
 	GoalID string
-	Meta   Meta
+	Meta   Meta `json:"-"`
 }
 
 // RegisterAgentParams registers an agent on a goal and issues its token.
@@ -297,14 +297,14 @@ type RegisterAgentParams struct {
 	RunnerConfig json.RawMessage // JSON object; nil = {}
 	WorkMode     string          // active | monitor_only; "" = active
 	IsDefault    bool            // becomes the goal's default agent (the previous one stops being it)
-	Meta         Meta
+	Meta         Meta            `json:"-"`
 }
 
 // AgentRef names an agent for token rotation.
 type AgentRef struct {
 	GoalID  string
 	AgentID string
-	Meta    Meta
+	Meta    Meta `json:"-"`
 }
 
 // AddTodoParams adds a todo.
@@ -315,7 +315,7 @@ type AddTodoParams struct {
 	Priority *int // 0..4; nil = 2
 	// ClaimFor claims the new todo for this registered agent at once ("" = unclaimed).
 	ClaimFor string
-	Meta     Meta
+	Meta     Meta `json:"-"`
 }
 
 // ListTodosParams filters ListTodos. Empty fields do not filter.
@@ -335,7 +335,7 @@ type ClaimTodoParams struct {
 	AgentID  string
 	Transfer bool
 	Lease    time.Duration // 0 = no lease expiry
-	Meta     Meta
+	Meta     Meta          `json:"-"`
 }
 
 // UpdateTodoParams changes the fields that are non-nil. Version must equal the version the
@@ -350,7 +350,7 @@ type UpdateTodoParams struct {
 	Priority   *int
 	Status     *string // open | blocked | done | cancelled
 	ClearClaim bool
-	Meta       Meta
+	Meta       Meta `json:"-"`
 }
 
 // AskGateParams opens an owner gate. TodoID 0 blocks the whole goal; otherwise that todo
@@ -364,8 +364,8 @@ type AskGateParams struct {
 	TodoID   int64
 	// Notice, when set, runs inside the transaction with the new gate and returns the outbox
 	// rows that announce it (the gate card).
-	Notice func(Gate) ([]OutboxInsert, error)
-	Meta   Meta
+	Notice func(Gate) ([]OutboxInsert, error) `json:"-"`
+	Meta   Meta                               `json:"-"`
 }
 
 // AnswerGateParams answers an open gate. AnsweredBy must be an owner of the goal; anyone else
@@ -380,8 +380,8 @@ type AnswerGateParams struct {
 	// card is ErrConflict).
 	CardVersion int
 	// Notice, when set, runs inside the transaction with the answered gate (card update).
-	Notice func(Gate) ([]OutboxInsert, error)
-	Meta   Meta
+	Notice func(Gate) ([]OutboxInsert, error) `json:"-"`
+	Meta   Meta                               `json:"-"`
 }
 
 // CancelGateParams withdraws an open gate; only the agent that asked may.
@@ -389,8 +389,8 @@ type CancelGateParams struct {
 	GoalID  string
 	GateID  int64
 	AgentID string
-	Notice  func(Gate) ([]OutboxInsert, error)
-	Meta    Meta
+	Notice  func(Gate) ([]OutboxInsert, error) `json:"-"`
+	Meta    Meta                               `json:"-"`
 }
 
 // ListGatesParams filters ListGates.
@@ -410,7 +410,7 @@ type AddEvidenceParams struct {
 	Kind    string // link | command | note | artifact; "" = note
 	Summary string
 	Ref     string
-	Meta    Meta
+	Meta    Meta `json:"-"`
 }
 
 // ListEvidenceParams filters ListEvidence.
@@ -431,7 +431,7 @@ type OpenTurnParams struct {
 	TodoID     int64
 	Action     string
 	Lease      time.Duration // 0 = 30 minutes
-	Meta       Meta
+	Meta       Meta          `json:"-"`
 }
 
 // EndTurnParams ends a live turn.
@@ -442,7 +442,7 @@ type EndTurnParams struct {
 	State      string // ok | failed
 	Outcome    string
 	LogTail    string // the last 12,000 characters are kept
-	Meta       Meta
+	Meta       Meta   `json:"-"`
 }
 
 // SpendSlotParams debits one slot for a turn that ran. TurnInstanceID names the turn.
@@ -451,7 +451,7 @@ type SpendSlotParams struct {
 	AgentID        string
 	TurnInstanceID string
 	TodoID         int64
-	Meta           Meta
+	Meta           Meta `json:"-"`
 }
 
 // SpendReceipt is the result of SpendSlot; a retry returns the same one with Replayed true.
@@ -468,7 +468,7 @@ type RefreshStateParams struct {
 	AgentID        string
 	TurnInstanceID string
 	NextAction     string
-	Meta           Meta
+	Meta           Meta `json:"-"`
 }
 
 // ListAuditParams filters ListAudit.

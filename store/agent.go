@@ -1,0 +1,181 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// tokenPrefix marks LoopX agent tokens so a leaked one is recognisable in logs and scanners.
+const tokenPrefix = "lxa_"
+
+const agentCols = `goal_id, id, runner, runner_config, work_mode, is_default, created_at`
+
+func scanAgent(row pgx.Row) (Agent, error) {
+	var a Agent
+	err := row.Scan(&a.GoalID, &a.ID, &a.Runner, &a.RunnerConfig, &a.WorkMode, &a.IsDefault, &a.CreatedAt)
+	return a, err
+}
+
+// HashToken returns the sha256 stored for a bearer token.
+func HashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// newToken returns a fresh token: 32 random bytes, hex, with the LoopX prefix.
+func newToken() string { return tokenPrefix + kernelHex(32) }
+
+func (r RegisteredAgent) receiptBody() any { return r.Agent }
+
+// RegisterAgent registers an agent on a goal and returns it with its token, shown this once.
+// The goal's first agent becomes its default. An agent id already registered is ErrConflict.
+func (s *Store) RegisterAgent(ctx context.Context, p RegisterAgentParams) (RegisteredAgent, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return RegisteredAgent{}, err
+	}
+	if err := checkID("agent_id", p.AgentID); err != nil {
+		return RegisteredAgent{}, err
+	}
+	runner := strOr(p.Runner, RunnerPoll)
+	if err := checkOneOf("runner", runner, RunnerExec, RunnerWebhook, RunnerPoll); err != nil {
+		return RegisteredAgent{}, err
+	}
+	mode := strOr(p.WorkMode, "active")
+	if err := checkOneOf("work_mode", mode, "active", "monitor_only"); err != nil {
+		return RegisteredAgent{}, err
+	}
+	if err := checkJSONObject("runner_config", p.RunnerConfig); err != nil {
+		return RegisteredAgent{}, err
+	}
+	cfg := p.RunnerConfig
+	if len(cfg) == 0 {
+		cfg = json.RawMessage(`{}`)
+	}
+	return run(ctx, s, "agent.register", p.Meta, p, func(tx pgx.Tx, now time.Time) (RegisteredAgent, Audit, error) {
+		if _, err := getGoal(ctx, tx, p.GoalID, true); err != nil {
+			return RegisteredAgent{}, Audit{}, err
+		}
+		var hasDefault bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent WHERE goal_id = $1 AND is_default)`, p.GoalID).Scan(&hasDefault); err != nil {
+			return RegisteredAgent{}, Audit{}, fmt.Errorf("read default agent: %w", mapErr(err))
+		}
+		isDefault := p.IsDefault || !hasDefault
+		if p.IsDefault && hasDefault {
+			if _, err := tx.Exec(ctx, `UPDATE agent SET is_default = false WHERE goal_id = $1 AND is_default`, p.GoalID); err != nil {
+				return RegisteredAgent{}, Audit{}, fmt.Errorf("clear default agent: %w", mapErr(err))
+			}
+		}
+		token := newToken()
+		a, err := scanAgent(tx.QueryRow(ctx, `
+			INSERT INTO agent (goal_id, id, runner, runner_config, work_mode, is_default, token_hash, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (goal_id, id) DO NOTHING
+			RETURNING `+agentCols,
+			p.GoalID, p.AgentID, runner, cfg, mode, isDefault, HashToken(token), now))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return RegisteredAgent{}, Audit{}, Errorf(ErrConflict, "agent_id",
+				"agent %q is already registered on goal %q; rotate its token to get a new one", p.AgentID, p.GoalID)
+		}
+		if err != nil {
+			return RegisteredAgent{}, Audit{}, fmt.Errorf("insert agent: %w", mapErr(err))
+		}
+		return RegisteredAgent{Agent: a, Token: token},
+			Audit{GoalID: a.GoalID, Target: "agent:" + a.GoalID + "/" + a.ID, Detail: auditDetail(map[string]any{"runner": a.Runner})}, nil
+	})
+}
+
+// RotateAgentToken replaces an agent's token; the old one stops working at commit.
+func (s *Store) RotateAgentToken(ctx context.Context, p AgentRef) (RegisteredAgent, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return RegisteredAgent{}, err
+	}
+	if err := checkID("agent_id", p.AgentID); err != nil {
+		return RegisteredAgent{}, err
+	}
+	return run(ctx, s, "agent.rotate_token", p.Meta, p, func(tx pgx.Tx, now time.Time) (RegisteredAgent, Audit, error) {
+		token := newToken()
+		a, err := scanAgent(tx.QueryRow(ctx, `
+			UPDATE agent SET token_hash = $3 WHERE goal_id = $1 AND id = $2 RETURNING `+agentCols,
+			p.GoalID, p.AgentID, HashToken(token)))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return RegisteredAgent{}, Audit{}, Errorf(ErrNotFound, "agent_id", "no agent %q on goal %q", p.AgentID, p.GoalID)
+		}
+		if err != nil {
+			return RegisteredAgent{}, Audit{}, fmt.Errorf("rotate token: %w", mapErr(err))
+		}
+		return RegisteredAgent{Agent: a, Token: token}, Audit{GoalID: a.GoalID, Target: "agent:" + a.GoalID + "/" + a.ID}, nil
+	})
+}
+
+// GetAgent returns one agent; unknown is ErrNotFound naming agent_id.
+func (s *Store) GetAgent(ctx context.Context, goalID, agentID string) (Agent, error) {
+	if err := checkID("goal_id", goalID); err != nil {
+		return Agent{}, err
+	}
+	if err := checkID("agent_id", agentID); err != nil {
+		return Agent{}, err
+	}
+	return getAgent(ctx, s.pool, goalID, agentID)
+}
+
+func getAgent(ctx context.Context, db DB, goalID, agentID string) (Agent, error) {
+	a, err := scanAgent(db.QueryRow(ctx, `SELECT `+agentCols+` FROM agent WHERE goal_id = $1 AND id = $2`, goalID, agentID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Agent{}, Errorf(ErrNotFound, "agent_id", "no agent %q on goal %q; register it first", agentID, goalID)
+	}
+	if err != nil {
+		return Agent{}, fmt.Errorf("read agent: %w", mapErr(err))
+	}
+	return a, nil
+}
+
+// ListAgents lists a goal's agents by id.
+func (s *Store) ListAgents(ctx context.Context, goalID string) ([]Agent, error) {
+	if err := checkID("goal_id", goalID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+agentCols+` FROM agent WHERE goal_id = $1 ORDER BY id`, goalID)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list agents: %w", mapErr(err))
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// AgentByToken finds the agent a bearer token belongs to. An unknown token is ErrNotFound;
+// the token itself never appears in the error.
+func (s *Store) AgentByToken(ctx context.Context, token string) (Agent, error) {
+	if token == "" {
+		return Agent{}, Errorf(ErrNotFound, "token", "no agent has this token")
+	}
+	return s.AgentByTokenHash(ctx, HashToken(token))
+}
+
+// AgentByTokenHash finds the agent whose stored token hash is hash.
+func (s *Store) AgentByTokenHash(ctx context.Context, hash []byte) (Agent, error) {
+	a, err := scanAgent(s.pool.QueryRow(ctx, `SELECT `+agentCols+` FROM agent WHERE token_hash = $1`, hash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Agent{}, Errorf(ErrNotFound, "token", "no agent has this token")
+	}
+	if err != nil {
+		return Agent{}, fmt.Errorf("look up token: %w", mapErr(err))
+	}
+	return a, nil
+}

@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const evidenceCols = `id, goal_id, agent_id, coalesce(todo_id, 0), coalesce(turn_id, 0), kind, summary, ref, created_at`
+
+func scanEvidence(row pgx.Row) (Evidence, error) {
+	var e Evidence
+	err := row.Scan(&e.ID, &e.GoalID, &e.AgentID, &e.TodoID, &e.TurnID, &e.Kind, &e.Summary, &e.Ref, &e.CreatedAt)
+	return e, err
+}
+
+// AddEvidence records what an agent produced. Without a TurnID it binds to the agent's live
+// turn, if any; the bound turn then counts as having made progress.
+func (s *Store) AddEvidence(ctx context.Context, p AddEvidenceParams) (Evidence, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return Evidence{}, err
+	}
+	if err := checkID("agent_id", p.AgentID); err != nil {
+		return Evidence{}, err
+	}
+	kind := strOr(p.Kind, "note")
+	if err := checkOneOf("kind", kind, "link", "command", "note", "artifact"); err != nil {
+		return Evidence{}, err
+	}
+	if err := checkText("summary", p.Summary, MaxText, true); err != nil {
+		return Evidence{}, err
+	}
+	if err := checkText("ref", p.Ref, 2000, false); err != nil {
+		return Evidence{}, err
+	}
+	return run(ctx, s, "evidence.add", p.Meta, p, func(tx pgx.Tx, now time.Time) (Evidence, Audit, error) {
+		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
+			return Evidence{}, Audit{}, err
+		}
+		var todoID, turnID any
+		if p.TodoID != 0 {
+			if _, err := getTodo(ctx, tx, p.GoalID, p.TodoID, false); err != nil {
+				return Evidence{}, Audit{}, err
+			}
+			todoID = p.TodoID
+		}
+		var tid int64
+		if p.TurnID != 0 {
+			var agent string
+			err := tx.QueryRow(ctx, `SELECT agent_id FROM turn WHERE id = $1 AND goal_id = $2`, p.TurnID, p.GoalID).Scan(&agent)
+			if errors.Is(err, pgx.ErrNoRows) || (err == nil && agent != p.AgentID) {
+				return Evidence{}, Audit{}, Errorf(ErrNotFound, "turn_id", "no turn %d of agent %q on goal %q", p.TurnID, p.AgentID, p.GoalID)
+			}
+			if err != nil {
+				return Evidence{}, Audit{}, fmt.Errorf("read turn: %w", mapErr(err))
+			}
+			tid = p.TurnID
+		} else {
+			err := tx.QueryRow(ctx, `
+				SELECT id FROM turn WHERE goal_id = $1 AND agent_id = $2 AND state = 'live' AND lease_expires_at > $3`,
+				p.GoalID, p.AgentID, now).Scan(&tid)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return Evidence{}, Audit{}, fmt.Errorf("read live turn: %w", mapErr(err))
+			}
+		}
+		if tid != 0 {
+			turnID = tid
+			if err := markProgress(ctx, tx, p.GoalID, p.AgentID, tid, now); err != nil {
+				return Evidence{}, Audit{}, err
+			}
+		}
+		e, err := scanEvidence(tx.QueryRow(ctx, `
+			INSERT INTO evidence (goal_id, agent_id, todo_id, turn_id, kind, summary, ref, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+evidenceCols,
+			p.GoalID, p.AgentID, todoID, turnID, kind, p.Summary, p.Ref, now))
+		if err != nil {
+			return Evidence{}, Audit{}, fmt.Errorf("insert evidence: %w", mapErr(err))
+		}
+		return e, Audit{GoalID: e.GoalID, Target: "evidence:" + strconv.FormatInt(e.ID, 10), Detail: auditDetail(map[string]any{
+			"todo_id": e.TodoID, "turn_id": e.TurnID,
+		})}, nil
+	})
+}
+
+// ListEvidence lists a goal's evidence, oldest first.
+func (s *Store) ListEvidence(ctx context.Context, p ListEvidenceParams) ([]Evidence, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return nil, err
+	}
+	limit, err := listLimit(p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+evidenceCols+` FROM evidence
+		WHERE goal_id = $1 AND ($2 = 0 OR todo_id = $2) AND ($3 = '' OR agent_id = $3) AND id > $4
+		ORDER BY id LIMIT $5`, p.GoalID, p.TodoID, p.AgentID, p.AfterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list evidence: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []Evidence
+	for rows.Next() {
+		e, err := scanEvidence(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list evidence: %w", mapErr(err))
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list evidence: %w", mapErr(err))
+	}
+	return out, nil
+}

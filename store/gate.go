@@ -1,0 +1,338 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// firstReminder is when an open gate is first reminded; the scheduler owns the backoff after.
+const firstReminder = 30 * time.Minute
+
+const gateCols = `id, goal_id, agent_id, kind, question, options, coalesce(todo_id, 0), status,
+	coalesce(answered_by, ''), coalesce(answer, ''), coalesce(comment, ''), answered_at, card_version,
+	reminders, next_reminder_at, created_at`
+
+func scanGate(row pgx.Row) (Gate, error) {
+	var g Gate
+	err := row.Scan(&g.ID, &g.GoalID, &g.AgentID, &g.Kind, &g.Question, &g.Options, &g.TodoID, &g.Status,
+		&g.AnsweredBy, &g.Answer, &g.Comment, &g.AnsweredAt, &g.CardVersion, &g.Reminders,
+		&g.NextReminderAt, &g.CreatedAt)
+	return g, err
+}
+
+func gateTarget(id int64) string { return "gate:" + strconv.FormatInt(id, 10) }
+
+func checkAskGate(p AskGateParams) error {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return err
+	}
+	if p.AgentID != "" {
+		if err := checkID("agent_id", p.AgentID); err != nil {
+			return err
+		}
+	}
+	if err := checkOneOf("kind", strOr(p.Kind, GateKindQuestion), GateKindQuestion, GateKindStall); err != nil {
+		return err
+	}
+	if err := checkText("question", p.Question, MaxText, true); err != nil {
+		return err
+	}
+	if len(p.Options) > 10 {
+		return Errorf(ErrInvalid, "options", "lists %d options; at most 10", len(p.Options))
+	}
+	for _, o := range p.Options {
+		if err := checkText("options", o, 100, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AskGate opens an owner gate: the todo given becomes blocked on it, or with TodoID 0 the whole
+// goal waits. Notice (the gate card) runs inside the same transaction.
+func (s *Store) AskGate(ctx context.Context, p AskGateParams) (Gate, error) {
+	if err := checkAskGate(p); err != nil {
+		return Gate{}, err
+	}
+	return run(ctx, s, "gate.ask", p.Meta, p, func(tx pgx.Tx, now time.Time) (Gate, Audit, error) {
+		g, err := AskGateTx(ctx, tx, p, now)
+		if err != nil {
+			return Gate{}, Audit{}, err
+		}
+		return g, Audit{GoalID: g.GoalID, Target: gateTarget(g.ID), Detail: auditDetail(map[string]any{
+			"todo_id": g.TodoID, "kind": g.Kind, "agent_id": g.AgentID,
+		})}, nil
+	})
+}
+
+// AskGateTx opens a gate inside the caller's transaction (the should-run stall guard uses it).
+// It validates p like AskGate but writes no audit row or receipt.
+func AskGateTx(ctx context.Context, tx pgx.Tx, p AskGateParams, now time.Time) (Gate, error) {
+	if err := checkAskGate(p); err != nil {
+		return Gate{}, err
+	}
+	if _, err := getGoal(ctx, tx, p.GoalID, false); err != nil {
+		return Gate{}, err
+	}
+	if p.AgentID != "" {
+		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
+			return Gate{}, err
+		}
+	}
+	var todoID any
+	if p.TodoID != 0 {
+		t, err := getTodo(ctx, tx, p.GoalID, p.TodoID, true)
+		if err != nil {
+			return Gate{}, err
+		}
+		if t.Status == TodoDone || t.Status == TodoCancelled {
+			return Gate{}, Errorf(ErrRefused, "todo_id", "todo %d is %s; a gate cannot block it", t.ID, t.Status)
+		}
+		todoID = t.ID
+	}
+	opts := p.Options
+	if len(opts) == 0 {
+		opts = []string{"approve", "reject"}
+	}
+	g, err := scanGate(tx.QueryRow(ctx, `
+		INSERT INTO gate (goal_id, agent_id, kind, question, options, todo_id, next_reminder_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		RETURNING `+gateCols,
+		p.GoalID, p.AgentID, strOr(p.Kind, GateKindQuestion), p.Question, opts, todoID, now.Add(firstReminder), now))
+	if err != nil {
+		return Gate{}, fmt.Errorf("insert gate: %w", mapErr(err))
+	}
+	if p.TodoID != 0 {
+		if _, err := tx.Exec(ctx, `
+			UPDATE todo SET status = 'blocked', blocked_by_gate = $2, version = version + 1, updated_at = $3
+			WHERE id = $1`, p.TodoID, g.ID, now); err != nil {
+			return Gate{}, fmt.Errorf("block todo: %w", mapErr(err))
+		}
+	}
+	if err := gateNotice(ctx, tx, p.Notice, g); err != nil {
+		return Gate{}, err
+	}
+	return g, nil
+}
+
+func gateNotice(ctx context.Context, tx pgx.Tx, notice func(Gate) ([]OutboxInsert, error), g Gate) error {
+	if notice == nil {
+		return nil
+	}
+	rows, err := notice(g)
+	if err != nil {
+		return fmt.Errorf("render gate notice: %w", err)
+	}
+	if _, err := InsertOutboxAll(ctx, tx, rows); err != nil {
+		return err
+	}
+	return nil
+}
+
+// AnswerGate approves or rejects an open gate. Only an owner of the goal may answer; anyone
+// else gets ErrRefused and an audit row with allowed=false. Answer is "approve", "reject" or
+// one of the gate's options (any option but "reject" approves). Approving unblocks the todo
+// (its claim is kept); rejecting leaves it blocked for its agent to re-plan. Rejecting a stall
+// gate stops the goal.
+func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return Gate{}, err
+	}
+	if err := checkText("answer", p.Answer, 100, true); err != nil {
+		return Gate{}, err
+	}
+	if p.AnsweredBy == "" {
+		return Gate{}, Errorf(ErrInvalid, "answered_by", "is required: the open_id of the owner answering")
+	}
+	if err := checkText("comment", p.Comment, MaxText, false); err != nil {
+		return Gate{}, err
+	}
+	if p.CardVersion < 0 {
+		return Gate{}, Errorf(ErrInvalid, "card_version", "must not be negative")
+	}
+	return run(ctx, s, "gate.answer", p.Meta, p, func(tx pgx.Tx, now time.Time) (Gate, Audit, error) {
+		goal, err := getGoal(ctx, tx, p.GoalID, false)
+		if err != nil {
+			return Gate{}, Audit{}, err
+		}
+		g, err := getGate(ctx, tx, p.GoalID, p.GateID, true)
+		if err != nil {
+			return Gate{}, Audit{}, err
+		}
+		if !goal.IsOwner(p.AnsweredBy) {
+			return Gate{}, Audit{}, refuse(ErrRefused, "answered_by",
+				fmt.Sprintf("%s is not an owner of goal %q; only its owners may answer gates", p.AnsweredBy, goal.ID),
+				goal.ID, gateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy, "answer": p.Answer})
+		}
+		if g.Status != GateOpen {
+			return Gate{}, Audit{}, refuse(ErrRefused, "gate_id",
+				fmt.Sprintf("gate %d is already %s by %s", g.ID, g.Status, orWhom(g.AnsweredBy)),
+				goal.ID, gateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy})
+		}
+		if p.CardVersion != 0 && p.CardVersion != g.CardVersion {
+			return Gate{}, Audit{}, Errorf(ErrConflict, "card_version",
+				"this card is out of date (version %d, current %d); use the latest card", p.CardVersion, g.CardVersion)
+		}
+		status := ""
+		switch {
+		case p.Answer == "approve":
+			status = GateApproved
+		case p.Answer == "reject":
+			status = GateRejected
+		case contains(g.Options, p.Answer):
+			status = GateApproved
+		default:
+			return Gate{}, Audit{}, Errorf(ErrInvalid, "answer", "%q is not approve, reject or one of the gate's options %v", clip(p.Answer), g.Options)
+		}
+		out, err := closeGate(ctx, tx, g, status, p.AnsweredBy, p.Answer, p.Comment, now)
+		if err != nil {
+			return Gate{}, Audit{}, err
+		}
+		if out.TodoID != 0 && status == GateApproved {
+			if err := unblockTodo(ctx, tx, out, now); err != nil {
+				return Gate{}, Audit{}, err
+			}
+		}
+		if out.Kind == GateKindStall && status == GateRejected {
+			if _, err := setGoalStatusTx(ctx, tx, goal.ID, GoalStopped, now); err != nil {
+				return Gate{}, Audit{}, err
+			}
+		}
+		if err := gateNotice(ctx, tx, p.Notice, out); err != nil {
+			return Gate{}, Audit{}, err
+		}
+		return out, Audit{GoalID: goal.ID, Target: gateTarget(g.ID), Detail: auditDetail(map[string]any{
+			"answer": p.Answer, "status": status, "answered_by": p.AnsweredBy,
+		})}, nil
+	})
+}
+
+func orWhom(s string) string {
+	if s == "" {
+		return "its agent"
+	}
+	return s
+}
+
+func closeGate(ctx context.Context, tx pgx.Tx, g Gate, status, by, answer, comment string, now time.Time) (Gate, error) {
+	out, err := scanGate(tx.QueryRow(ctx, `
+		UPDATE gate SET status = $2, answered_by = $3, answer = $4, comment = $5, answered_at = $6,
+		       card_version = card_version + 1, next_reminder_at = NULL
+		WHERE id = $1 RETURNING `+gateCols, g.ID, status, by, answer, comment, now))
+	if err != nil {
+		return Gate{}, fmt.Errorf("close gate: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// unblockTodo reopens the todo a gate blocked, if it still waits on that gate.
+func unblockTodo(ctx context.Context, tx pgx.Tx, g Gate, now time.Time) error {
+	_, err := tx.Exec(ctx, `
+		UPDATE todo SET status = 'open', blocked_by_gate = NULL, version = version + 1, updated_at = $3
+		WHERE id = $1 AND blocked_by_gate = $2 AND status = 'blocked'`, g.TodoID, g.ID, now)
+	if err != nil {
+		return fmt.Errorf("unblock todo: %w", mapErr(err))
+	}
+	return nil
+}
+
+// CancelGate withdraws an open question gate; only the agent that asked may. The blocked todo
+// reopens. Stall gates are answered by owners, never cancelled.
+func (s *Store) CancelGate(ctx context.Context, p CancelGateParams) (Gate, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return Gate{}, err
+	}
+	if err := checkID("agent_id", p.AgentID); err != nil {
+		return Gate{}, err
+	}
+	return run(ctx, s, "gate.cancel", p.Meta, p, func(tx pgx.Tx, now time.Time) (Gate, Audit, error) {
+		g, err := getGate(ctx, tx, p.GoalID, p.GateID, true)
+		if err != nil {
+			return Gate{}, Audit{}, err
+		}
+		if g.AgentID != p.AgentID || g.Kind != GateKindQuestion {
+			return Gate{}, Audit{}, refuse(ErrRefused, "agent_id",
+				fmt.Sprintf("gate %d was not asked by agent %q; only the asking agent may cancel it", g.ID, p.AgentID),
+				g.GoalID, gateTarget(g.ID), map[string]any{"agent_id": p.AgentID})
+		}
+		if g.Status != GateOpen {
+			return Gate{}, Audit{}, Errorf(ErrRefused, "gate_id", "gate %d is already %s", g.ID, g.Status)
+		}
+		out, err := closeGate(ctx, tx, g, GateCancelled, "", "", "", now)
+		if err != nil {
+			return Gate{}, Audit{}, err
+		}
+		if out.TodoID != 0 {
+			if err := unblockTodo(ctx, tx, out, now); err != nil {
+				return Gate{}, Audit{}, err
+			}
+		}
+		if err := gateNotice(ctx, tx, p.Notice, out); err != nil {
+			return Gate{}, Audit{}, err
+		}
+		return out, Audit{GoalID: g.GoalID, Target: gateTarget(g.ID)}, nil
+	})
+}
+
+// GetGate returns one gate of a goal; unknown is ErrNotFound naming gate_id.
+func (s *Store) GetGate(ctx context.Context, goalID string, id int64) (Gate, error) {
+	if err := checkID("goal_id", goalID); err != nil {
+		return Gate{}, err
+	}
+	return getGate(ctx, s.pool, goalID, id, false)
+}
+
+func getGate(ctx context.Context, db DB, goalID string, id int64, forUpdate bool) (Gate, error) {
+	q := `SELECT ` + gateCols + ` FROM gate WHERE goal_id = $1 AND id = $2`
+	if forUpdate {
+		q += ` FOR UPDATE`
+	}
+	g, err := scanGate(db.QueryRow(ctx, q, goalID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Gate{}, Errorf(ErrNotFound, "gate_id", "no gate %d on goal %q", id, goalID)
+	}
+	if err != nil {
+		return Gate{}, fmt.Errorf("read gate: %w", mapErr(err))
+	}
+	return g, nil
+}
+
+// ListGates lists a goal's gates, newest first.
+func (s *Store) ListGates(ctx context.Context, p ListGatesParams) ([]Gate, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return nil, err
+	}
+	if p.Status != "" {
+		if err := checkOneOf("status", p.Status, GateOpen, GateApproved, GateRejected, GateCancelled); err != nil {
+			return nil, err
+		}
+	}
+	limit, err := listLimit(p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+gateCols+` FROM gate WHERE goal_id = $1 AND ($2 = '' OR status = $2)
+		ORDER BY id DESC LIMIT $3`, p.GoalID, p.Status, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list gates: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []Gate
+	for rows.Next() {
+		g, err := scanGate(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list gates: %w", mapErr(err))
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list gates: %w", mapErr(err))
+	}
+	return out, nil
+}

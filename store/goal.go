@@ -1,0 +1,291 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const goalCols = `id, title, objective, owners, members, status, window_hours, allowed_slots,
+	heartbeat_spec, heartbeat_tz, report_spec, report_tz, lang, stall_turns, version, created_at, updated_at`
+
+func scanGoal(row pgx.Row) (Goal, error) {
+	var g Goal
+	err := row.Scan(&g.ID, &g.Title, &g.Objective, &g.Owners, &g.Members, &g.Status, &g.WindowHours,
+		&g.AllowedSlots, &g.HeartbeatSpec, &g.HeartbeatTZ, &g.ReportSpec, &g.ReportTZ, &g.Lang,
+		&g.StallTurns, &g.Version, &g.CreatedAt, &g.UpdatedAt)
+	return g, err
+}
+
+// checkGoal validates every field of a goal as it will be stored.
+func checkGoal(g Goal) error {
+	checks := []error{
+		checkID("goal_id", g.ID),
+		checkText("title", g.Title, 200, false),
+		checkText("objective", g.Objective, MaxText, false),
+		checkOpenIDs("owners", g.Owners),
+		checkOpenIDs("members", g.Members),
+		checkRange("window_hours", g.WindowHours, 1, 720),
+		checkRange("allowed_slots", g.AllowedSlots, 0, 100000),
+		checkCron("heartbeat_spec", g.HeartbeatSpec),
+		checkZone("heartbeat_tz", g.HeartbeatTZ),
+		checkCron("report_spec", g.ReportSpec),
+		checkZone("report_tz", g.ReportTZ),
+		checkOneOf("lang", g.Lang, "en", "zh"),
+		checkRange("stall_turns", g.StallTurns, 0, 100),
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func orDefault[T comparable](v *T, def T) T {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+func strOr(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// CreateGoal creates an active goal. Missing optional fields take the defaults of
+// CreateGoalParams; an existing id is ErrConflict.
+func (s *Store) CreateGoal(ctx context.Context, p CreateGoalParams) (Goal, error) {
+	g := Goal{
+		ID: p.ID, Title: p.Title, Objective: p.Objective,
+		Owners: nonNil(p.Owners), Members: nonNil(p.Members), Status: GoalActive,
+		WindowHours: orDefault(p.WindowHours, 24), AllowedSlots: orDefault(p.AllowedSlots, 24),
+		HeartbeatSpec: p.HeartbeatSpec, HeartbeatTZ: strOr(p.HeartbeatTZ, "UTC"),
+		ReportSpec: p.ReportSpec, ReportTZ: strOr(p.ReportTZ, "UTC"),
+		Lang: strOr(p.Lang, "en"), StallTurns: orDefault(p.StallTurns, 3),
+	}
+	if err := checkGoal(g); err != nil {
+		return Goal{}, err
+	}
+	return run(ctx, s, "goal.create", p.Meta, p, func(tx pgx.Tx, now time.Time) (Goal, Audit, error) {
+		out, err := scanGoal(tx.QueryRow(ctx, `
+			INSERT INTO goal (id, title, objective, owners, members, status, window_hours, allowed_slots,
+			                  heartbeat_spec, heartbeat_tz, report_spec, report_tz, lang, stall_turns,
+			                  created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
+			ON CONFLICT (id) DO NOTHING
+			RETURNING `+goalCols,
+			g.ID, g.Title, g.Objective, g.Owners, g.Members, g.Status, g.WindowHours, g.AllowedSlots,
+			g.HeartbeatSpec, g.HeartbeatTZ, g.ReportSpec, g.ReportTZ, g.Lang, g.StallTurns, now))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Goal{}, Audit{}, Errorf(ErrConflict, "goal_id", "goal %q already exists", g.ID)
+		}
+		if err != nil {
+			return Goal{}, Audit{}, fmt.Errorf("insert goal: %w", mapErr(err))
+		}
+		return out, Audit{GoalID: out.ID, Target: "goal:" + out.ID}, nil
+	})
+}
+
+func nonNil(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+// GetGoal returns one goal; an unknown id is ErrNotFound naming goal_id.
+func (s *Store) GetGoal(ctx context.Context, id string) (Goal, error) {
+	if err := checkID("goal_id", id); err != nil {
+		return Goal{}, err
+	}
+	return getGoal(ctx, s.pool, id, false)
+}
+
+func getGoal(ctx context.Context, db DB, id string, forUpdate bool) (Goal, error) {
+	q := `SELECT ` + goalCols + ` FROM goal WHERE id = $1`
+	if forUpdate {
+		q += ` FOR UPDATE`
+	}
+	g, err := scanGoal(db.QueryRow(ctx, q, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Goal{}, Errorf(ErrNotFound, "goal_id", "no goal %q", id)
+	}
+	if err != nil {
+		return Goal{}, fmt.Errorf("read goal: %w", mapErr(err))
+	}
+	return g, nil
+}
+
+// ListGoals lists goals ordered by id, after p.After, at most p.Limit (default 100).
+func (s *Store) ListGoals(ctx context.Context, p ListGoalsParams) ([]Goal, error) {
+	if p.Status != "" {
+		if err := checkOneOf("status", p.Status, GoalActive, GoalStopped, GoalDone); err != nil {
+			return nil, err
+		}
+	}
+	limit, err := listLimit(p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+goalCols+` FROM goal
+		WHERE ($1 = '' OR status = $1)
+		  AND ($2 = '' OR $2 = ANY (owners) OR $2 = ANY (members))
+		  AND id > $3
+		ORDER BY id LIMIT $4`, p.Status, p.Person, p.After, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list goals: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []Goal
+	for rows.Next() {
+		g, err := scanGoal(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list goals: %w", mapErr(err))
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list goals: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+func listLimit(n int) (int, error) {
+	switch {
+	case n == 0:
+		return 100, nil
+	case n < 0 || n > 1000:
+		return 0, Errorf(ErrInvalid, "limit", "is %d; it must be between 1 and 1000", n)
+	}
+	return n, nil
+}
+
+// UpdateGoal applies the non-nil fields. With a non-zero Version the goal must still be at
+// that version (else ErrConflict); the version then increases by one.
+func (s *Store) UpdateGoal(ctx context.Context, p UpdateGoalParams) (Goal, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return Goal{}, err
+	}
+	if p.Version < 0 {
+		return Goal{}, Errorf(ErrInvalid, "version", "must not be negative")
+	}
+	// Validate what can be validated without the row first, so bad input never waits on a lock.
+	probe := Goal{ID: p.GoalID, WindowHours: 1, HeartbeatTZ: "UTC", ReportTZ: "UTC", Lang: "en"}
+	apply(&probe, p)
+	if err := checkGoal(probe); err != nil {
+		return Goal{}, err
+	}
+	return run(ctx, s, "goal.update", p.Meta, p, func(tx pgx.Tx, now time.Time) (Goal, Audit, error) {
+		g, err := getGoal(ctx, tx, p.GoalID, true)
+		if err != nil {
+			return Goal{}, Audit{}, err
+		}
+		if p.Version != 0 && g.Version != p.Version {
+			return Goal{}, Audit{}, Errorf(ErrConflict, "version",
+				"goal %q is at version %d, not %d; read it again and retry", g.ID, g.Version, p.Version)
+		}
+		apply(&g, p)
+		if err := checkGoal(g); err != nil {
+			return Goal{}, Audit{}, err
+		}
+		out, err := writeGoal(ctx, tx, g, now)
+		if err != nil {
+			return Goal{}, Audit{}, err
+		}
+		return out, Audit{GoalID: g.ID, Target: "goal:" + g.ID, Detail: auditDetail(map[string]any{"version": out.Version})}, nil
+	})
+}
+
+func apply(g *Goal, p UpdateGoalParams) {
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&g.Title, p.Title)
+	set(&g.Objective, p.Objective)
+	set(&g.HeartbeatSpec, p.HeartbeatSpec)
+	set(&g.HeartbeatTZ, p.HeartbeatTZ)
+	set(&g.ReportSpec, p.ReportSpec)
+	set(&g.ReportTZ, p.ReportTZ)
+	set(&g.Lang, p.Lang)
+	if p.Owners != nil {
+		g.Owners = nonNil(*p.Owners)
+	}
+	if p.Members != nil {
+		g.Members = nonNil(*p.Members)
+	}
+	if p.WindowHours != nil {
+		g.WindowHours = *p.WindowHours
+	}
+	if p.AllowedSlots != nil {
+		g.AllowedSlots = *p.AllowedSlots
+	}
+	if p.StallTurns != nil {
+		g.StallTurns = *p.StallTurns
+	}
+}
+
+func writeGoal(ctx context.Context, db DB, g Goal, now time.Time) (Goal, error) {
+	out, err := scanGoal(db.QueryRow(ctx, `
+		UPDATE goal SET title = $2, objective = $3, owners = $4, members = $5, status = $6,
+		       window_hours = $7, allowed_slots = $8, heartbeat_spec = $9, heartbeat_tz = $10,
+		       report_spec = $11, report_tz = $12, lang = $13, stall_turns = $14,
+		       version = version + 1, updated_at = $15
+		WHERE id = $1
+		RETURNING `+goalCols,
+		g.ID, g.Title, g.Objective, g.Owners, g.Members, g.Status, g.WindowHours, g.AllowedSlots,
+		g.HeartbeatSpec, g.HeartbeatTZ, g.ReportSpec, g.ReportTZ, g.Lang, g.StallTurns, now))
+	if err != nil {
+		return Goal{}, fmt.Errorf("update goal: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// StopGoal pauses an active goal: should-run answers paused until ResumeGoal. Todos, history
+// and settings are kept. Stopping a stopped goal returns it unchanged.
+func (s *Store) StopGoal(ctx context.Context, p GoalRef) (Goal, error) {
+	return s.setGoalStatus(ctx, "goal.stop", p, GoalStopped)
+}
+
+// ResumeGoal reactivates a stopped goal. Resuming an active goal returns it unchanged; a done
+// goal is ErrRefused.
+func (s *Store) ResumeGoal(ctx context.Context, p GoalRef) (Goal, error) {
+	return s.setGoalStatus(ctx, "goal.resume", p, GoalActive)
+}
+
+func (s *Store) setGoalStatus(ctx context.Context, op string, p GoalRef, status string) (Goal, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return Goal{}, err
+	}
+	return run(ctx, s, op, p.Meta, p, func(tx pgx.Tx, now time.Time) (Goal, Audit, error) {
+		g, err := setGoalStatusTx(ctx, tx, p.GoalID, status, now)
+		if err != nil {
+			return Goal{}, Audit{}, err
+		}
+		return g, Audit{GoalID: g.ID, Target: "goal:" + g.ID, Detail: auditDetail(map[string]any{"status": g.Status})}, nil
+	})
+}
+
+func setGoalStatusTx(ctx context.Context, tx pgx.Tx, goalID, status string, now time.Time) (Goal, error) {
+	g, err := getGoal(ctx, tx, goalID, true)
+	if err != nil {
+		return Goal{}, err
+	}
+	if g.Status == status {
+		return g, nil
+	}
+	if g.Status == GoalDone {
+		return Goal{}, Errorf(ErrRefused, "status", "goal %q is done; it cannot be stopped or resumed", g.ID)
+	}
+	g.Status = status
+	return writeGoal(ctx, tx, g, now)
+}

@@ -1,0 +1,271 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const ledgerCols = `id, goal_id, agent_id, kind, coalesce(turn_id, 0), coalesce(todo_id, 0), slots, detail, created_at`
+
+func scanLedger(row pgx.Row) (LedgerEntry, error) {
+	var e LedgerEntry
+	err := row.Scan(&e.ID, &e.GoalID, &e.AgentID, &e.Kind, &e.TurnID, &e.TodoID, &e.Slots, &e.Detail, &e.CreatedAt)
+	return e, err
+}
+
+// InsertLedger appends one quota ledger row in the caller's transaction. CreatedAt zero means
+// now().
+func InsertLedger(ctx context.Context, db DB, e LedgerEntry) (LedgerEntry, error) {
+	if e.Detail == nil {
+		e.Detail = json.RawMessage(`{}`)
+	}
+	var turnID, todoID, at any
+	if e.TurnID != 0 {
+		turnID = e.TurnID
+	}
+	if e.TodoID != 0 {
+		todoID = e.TodoID
+	}
+	if !e.CreatedAt.IsZero() {
+		at = e.CreatedAt
+	}
+	out, err := scanLedger(db.QueryRow(ctx, `
+		INSERT INTO quota_ledger (goal_id, agent_id, kind, turn_id, todo_id, slots, detail, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()))
+		RETURNING `+ledgerCols, e.GoalID, e.AgentID, e.Kind, turnID, todoID, e.Slots, e.Detail, at))
+	if err != nil {
+		return LedgerEntry{}, fmt.Errorf("append ledger: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// SpentSlots sums the slots spent by a goal in the window ending at now.
+func SpentSlots(ctx context.Context, db DB, goalID string, window time.Duration, now time.Time) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `
+		SELECT coalesce(sum(slots), 0) FROM quota_ledger
+		WHERE goal_id = $1 AND kind = 'slot_spent' AND created_at > $2 AND created_at <= $3`,
+		goalID, now.Add(-window), now).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("sum spent slots: %w", mapErr(err))
+	}
+	return n, nil
+}
+
+func (r *SpendReceipt) markReplayed() { r.Replayed = true }
+
+// HeartbeatReceiptKey is the receipt key of should-run's heartbeat receipt for a turn instance.
+func HeartbeatReceiptKey(goalID, agentID, instance string) string {
+	return "heartbeat|" + goalID + "|" + agentID + "|" + instance
+}
+
+// SpendSlot debits one slot for a turn that ran, exactly once: the turn's row is locked and a
+// unique index allows one slot_spent per turn, so of concurrent spends one debits and the
+// others (and any later retry) return the same receipt with Replayed set. A live turn ends as
+// ok ("settled"). Refused (ErrRefused): a turn that should-run skipped, an unknown turn, a
+// turn that failed or was abandoned, a todo other than the turn's, or a turn already settled
+// for another todo.
+func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return SpendReceipt{}, err
+	}
+	if err := checkID("agent_id", p.AgentID); err != nil {
+		return SpendReceipt{}, err
+	}
+	if p.TurnInstanceID == "" {
+		return SpendReceipt{}, Errorf(ErrInvalid, "turn_instance_id", "is required: spend for the turn that ran")
+	}
+	if err := checkInstanceID("turn_instance_id", p.TurnInstanceID); err != nil {
+		return SpendReceipt{}, err
+	}
+	if p.TodoID < 0 {
+		return SpendReceipt{}, Errorf(ErrInvalid, "todo_id", "must not be negative")
+	}
+	return run(ctx, s, "quota.spend_slot", p.Meta, p, func(tx pgx.Tx, now time.Time) (SpendReceipt, Audit, error) {
+		goal, err := getGoal(ctx, tx, p.GoalID, false)
+		if err != nil {
+			return SpendReceipt{}, Audit{}, err
+		}
+		t, err := getTurn(ctx, tx, p.GoalID, p.AgentID, p.TurnInstanceID, true)
+		if errors.Is(err, ErrNotFound) {
+			return SpendReceipt{}, Audit{}, s.unknownTurnRefusal(ctx, tx, p)
+		}
+		if err != nil {
+			return SpendReceipt{}, Audit{}, err
+		}
+		audit := Audit{GoalID: p.GoalID, Target: turnTarget(t)}
+		prev, err := scanLedger(tx.QueryRow(ctx, `SELECT `+ledgerCols+` FROM quota_ledger WHERE turn_id = $1 AND kind = 'slot_spent'`, t.ID))
+		switch {
+		case err == nil:
+			if p.TodoID != 0 && prev.TodoID != p.TodoID {
+				return SpendReceipt{}, Audit{}, refuse(ErrRefused, "todo_id",
+					fmt.Sprintf("turn %s is already settled for todo %d", t.InstanceID, prev.TodoID), p.GoalID, turnTarget(t), nil)
+			}
+			spent, err := SpentSlots(ctx, tx, p.GoalID, time.Duration(goal.WindowHours)*time.Hour, now)
+			if err != nil {
+				return SpendReceipt{}, Audit{}, err
+			}
+			audit.Detail = auditDetail(map[string]any{"replayed": true, "event_id": prev.ID})
+			return SpendReceipt{Entry: prev, Turn: t, SpentSlots: spent, Replayed: true}, audit, nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return SpendReceipt{}, Audit{}, fmt.Errorf("read spend: %w", mapErr(err))
+		}
+		if t.State == TurnFailed || t.State == TurnAbandoned {
+			return SpendReceipt{}, Audit{}, refuse(ErrRefused, "turn_instance_id",
+				fmt.Sprintf("turn %s ended %s; only a turn that completed is spent", t.InstanceID, t.State), p.GoalID, turnTarget(t), nil)
+		}
+		todoID := p.TodoID
+		if t.TodoID != 0 && todoID != 0 && t.TodoID != todoID {
+			return SpendReceipt{}, Audit{}, refuse(ErrRefused, "todo_id",
+				fmt.Sprintf("turn %s was opened for todo %d, not %d; spend for the todo it worked on", t.InstanceID, t.TodoID, todoID),
+				p.GoalID, turnTarget(t), nil)
+		}
+		if todoID == 0 {
+			todoID = t.TodoID
+		}
+		window := time.Duration(goal.WindowHours) * time.Hour
+		before, err := SpentSlots(ctx, tx, p.GoalID, window, now)
+		if err != nil {
+			return SpendReceipt{}, Audit{}, err
+		}
+		detail, _ := json.Marshal(map[string]any{
+			"turn_instance_id": t.InstanceID, "source": p.Meta.Surface,
+			"before": map[string]int{"spent_slots": before}, "after": map[string]int{"spent_slots": before + 1},
+		})
+		e, err := InsertLedger(ctx, tx, LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID, Kind: LedgerSlotSpent,
+			TurnID: t.ID, TodoID: todoID, Slots: 1, Detail: detail, CreatedAt: now})
+		if err != nil {
+			return SpendReceipt{}, Audit{}, err
+		}
+		if t.State == TurnLive {
+			if t, err = endTurnTx(ctx, tx, t.ID, TurnOK, "settled", "", now); err != nil {
+				return SpendReceipt{}, Audit{}, err
+			}
+		}
+		audit.Detail = auditDetail(map[string]any{"event_id": e.ID, "todo_id": todoID})
+		return SpendReceipt{Entry: e, Turn: t, SpentSlots: before + 1}, audit, nil
+	})
+}
+
+// unknownTurnRefusal tells a skipped turn (should-run answered it, no turn opened) from one
+// LoopX never saw.
+func (s *Store) unknownTurnRefusal(ctx context.Context, tx pgx.Tx, p SpendSlotParams) error {
+	var state string
+	err := tx.QueryRow(ctx, `SELECT coalesce(body->>'state', '') FROM receipt WHERE key = $1`,
+		HeartbeatReceiptKey(p.GoalID, p.AgentID, p.TurnInstanceID)).Scan(&state)
+	if err == nil {
+		return refuse(ErrRefused, "turn_instance_id",
+			fmt.Sprintf("turn %s was skipped by should-run (state %s); a skip never spends", p.TurnInstanceID, state),
+			p.GoalID, "turn:"+p.TurnInstanceID, nil)
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("read heartbeat receipt: %w", mapErr(err))
+	}
+	return refuse(ErrRefused, "turn_instance_id",
+		fmt.Sprintf("no turn %s of agent %s on goal %s; spend only for a turn that should-run began", p.TurnInstanceID, p.AgentID, p.GoalID),
+		p.GoalID, "turn:"+p.TurnInstanceID, nil)
+}
+
+// RefreshState appends a quota-neutral state_refreshed row holding the next action, which the
+// next should-run shows as next_action.
+func (s *Store) RefreshState(ctx context.Context, p RefreshStateParams) (LedgerEntry, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return LedgerEntry{}, err
+	}
+	if err := checkID("agent_id", p.AgentID); err != nil {
+		return LedgerEntry{}, err
+	}
+	if err := checkInstanceID("turn_instance_id", p.TurnInstanceID); err != nil {
+		return LedgerEntry{}, err
+	}
+	if err := checkText("next_action", p.NextAction, MaxText, false); err != nil {
+		return LedgerEntry{}, err
+	}
+	return run(ctx, s, "quota.refresh_state", p.Meta, p, func(tx pgx.Tx, now time.Time) (LedgerEntry, Audit, error) {
+		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
+			return LedgerEntry{}, Audit{}, err
+		}
+		var turnID int64
+		if p.TurnInstanceID != "" {
+			t, err := getTurn(ctx, tx, p.GoalID, p.AgentID, p.TurnInstanceID, false)
+			if err != nil {
+				return LedgerEntry{}, Audit{}, err
+			}
+			turnID = t.ID
+		}
+		detail, _ := json.Marshal(map[string]any{"next_action": p.NextAction, "turn_instance_id": p.TurnInstanceID})
+		e, err := InsertLedger(ctx, tx, LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID, Kind: LedgerStateRefreshed,
+			TurnID: turnID, Detail: detail, CreatedAt: now})
+		if err != nil {
+			return LedgerEntry{}, Audit{}, err
+		}
+		return e, Audit{GoalID: p.GoalID, Target: "agent:" + p.GoalID + "/" + p.AgentID}, nil
+	})
+}
+
+// ListLedger lists a goal's ledger rows of one kind ("" = all), oldest first.
+func (s *Store) ListLedger(ctx context.Context, goalID, kind string, afterID int64, limit int) ([]LedgerEntry, error) {
+	if err := checkID("goal_id", goalID); err != nil {
+		return nil, err
+	}
+	n, err := listLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+ledgerCols+` FROM quota_ledger WHERE goal_id = $1 AND ($2 = '' OR kind = $2) AND id > $3
+		ORDER BY id LIMIT $4`, goalID, kind, afterID, n)
+	if err != nil {
+		return nil, fmt.Errorf("list ledger: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []LedgerEntry
+	for rows.Next() {
+		e, err := scanLedger(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list ledger: %w", mapErr(err))
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list ledger: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// ListAudit lists a goal's audit rows ("" = all goals), oldest first.
+func (s *Store) ListAudit(ctx context.Context, p ListAuditParams) ([]Audit, error) {
+	if p.GoalID != "" {
+		if err := checkID("goal_id", p.GoalID); err != nil {
+			return nil, err
+		}
+	}
+	n, err := listLimit(p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, at, actor, surface, action, goal_id, target, allowed, detail FROM audit
+		WHERE ($1 = '' OR goal_id = $1) AND id > $2 ORDER BY id LIMIT $3`, p.GoalID, p.AfterID, n)
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []Audit
+	for rows.Next() {
+		var a Audit
+		if err := rows.Scan(&a.ID, &a.At, &a.Actor, &a.Surface, &a.Action, &a.GoalID, &a.Target, &a.Allowed, &a.Detail); err != nil {
+			return nil, fmt.Errorf("list audit: %w", mapErr(err))
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list audit: %w", mapErr(err))
+	}
+	return out, nil
+}

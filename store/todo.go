@@ -1,0 +1,303 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const todoCols = `id, goal_id, role, text, priority, status, coalesce(claimed_by, ''), claimed_at,
+	lease_expires_at, coalesce(blocked_by_gate, 0), created_by, version, created_at, updated_at, done_at`
+
+func scanTodo(row pgx.Row) (Todo, error) {
+	var t Todo
+	err := row.Scan(&t.ID, &t.GoalID, &t.Role, &t.Text, &t.Priority, &t.Status, &t.ClaimedBy, &t.ClaimedAt,
+		&t.LeaseExpiresAt, &t.BlockedByGate, &t.CreatedBy, &t.Version, &t.CreatedAt, &t.UpdatedAt, &t.DoneAt)
+	return t, err
+}
+
+func todoTarget(t Todo) string { return "todo:" + strconv.FormatInt(t.ID, 10) }
+
+// AddTodo adds an open todo. ClaimFor claims it at once for a registered agent.
+func (s *Store) AddTodo(ctx context.Context, p AddTodoParams) (Todo, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return Todo{}, err
+	}
+	role := strOr(p.Role, "agent")
+	if err := checkOneOf("role", role, "agent", "user"); err != nil {
+		return Todo{}, err
+	}
+	if err := checkText("text", p.Text, MaxText, true); err != nil {
+		return Todo{}, err
+	}
+	prio := orDefault(p.Priority, 2)
+	if err := checkRange("priority", prio, 0, 4); err != nil {
+		return Todo{}, err
+	}
+	if p.ClaimFor != "" {
+		if err := checkID("claim_for", p.ClaimFor); err != nil {
+			return Todo{}, err
+		}
+		if role == "user" {
+			return Todo{}, Errorf(ErrInvalid, "claim_for", "a user todo is done by a person; agents cannot claim it")
+		}
+	}
+	return run(ctx, s, "todo.add", p.Meta, p, func(tx pgx.Tx, now time.Time) (Todo, Audit, error) {
+		if _, err := getGoal(ctx, tx, p.GoalID, false); err != nil {
+			return Todo{}, Audit{}, err
+		}
+		var claimedBy, claimedAt any
+		if p.ClaimFor != "" {
+			if _, err := getAgent(ctx, tx, p.GoalID, p.ClaimFor); err != nil {
+				return Todo{}, Audit{}, err
+			}
+			claimedBy, claimedAt = p.ClaimFor, now
+		}
+		t, err := scanTodo(tx.QueryRow(ctx, `
+			INSERT INTO todo (goal_id, role, text, priority, claimed_by, claimed_at, created_by, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+			RETURNING `+todoCols,
+			p.GoalID, role, p.Text, prio, claimedBy, claimedAt, p.Meta.Actor, now))
+		if err != nil {
+			return Todo{}, Audit{}, fmt.Errorf("insert todo: %w", mapErr(err))
+		}
+		return t, Audit{GoalID: t.GoalID, Target: todoTarget(t), Detail: auditDetail(map[string]any{"priority": t.Priority})}, nil
+	})
+}
+
+// GetTodo returns one todo of a goal; unknown is ErrNotFound naming todo_id.
+func (s *Store) GetTodo(ctx context.Context, goalID string, id int64) (Todo, error) {
+	if err := checkID("goal_id", goalID); err != nil {
+		return Todo{}, err
+	}
+	return getTodo(ctx, s.pool, goalID, id, false)
+}
+
+func getTodo(ctx context.Context, db DB, goalID string, id int64, forUpdate bool) (Todo, error) {
+	q := `SELECT ` + todoCols + ` FROM todo WHERE goal_id = $1 AND id = $2`
+	if forUpdate {
+		q += ` FOR UPDATE`
+	}
+	t, err := scanTodo(db.QueryRow(ctx, q, goalID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Todo{}, Errorf(ErrNotFound, "todo_id", "no todo %d on goal %q", id, goalID)
+	}
+	if err != nil {
+		return Todo{}, fmt.Errorf("read todo: %w", mapErr(err))
+	}
+	return t, nil
+}
+
+// ListTodos lists a goal's todos by priority, then id.
+func (s *Store) ListTodos(ctx context.Context, p ListTodosParams) ([]Todo, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return nil, err
+	}
+	for _, st := range p.Statuses {
+		if err := checkOneOf("status", st, TodoOpen, TodoBlocked, TodoDone, TodoCancelled); err != nil {
+			return nil, err
+		}
+	}
+	limit, err := listLimit(p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	statuses := p.Statuses
+	if statuses == nil {
+		statuses = []string{}
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+todoCols+` FROM todo
+		WHERE goal_id = $1
+		  AND (cardinality($2::text[]) = 0 OR status = ANY ($2))
+		  AND ($3 = '' OR claimed_by = $3)
+		  AND id > $4
+		ORDER BY priority, id LIMIT $5`, p.GoalID, statuses, p.ClaimedBy, p.AfterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list todos: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []Todo
+	for rows.Next() {
+		t, err := scanTodo(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list todos: %w", mapErr(err))
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list todos: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// ClaimTodo claims a todo for an agent. The row is locked, so of concurrent claimants exactly
+// one wins; the others get ErrConflict naming the holder. A claim by another agent is taken
+// over only with Transfer, or once its lease has expired. Claiming one's own todo renews the
+// lease.
+func (s *Store) ClaimTodo(ctx context.Context, p ClaimTodoParams) (Todo, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return Todo{}, err
+	}
+	if err := checkID("agent_id", p.AgentID); err != nil {
+		return Todo{}, err
+	}
+	if p.Lease < 0 || p.Lease > 7*24*time.Hour {
+		return Todo{}, Errorf(ErrInvalid, "lease", "must be between 0 (no expiry) and 7 days")
+	}
+	return run(ctx, s, "todo.claim", p.Meta, p, func(tx pgx.Tx, now time.Time) (Todo, Audit, error) {
+		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
+			return Todo{}, Audit{}, err
+		}
+		t, err := getTodo(ctx, tx, p.GoalID, p.TodoID, true)
+		if err != nil {
+			return Todo{}, Audit{}, err
+		}
+		if t.Role == "user" {
+			return Todo{}, Audit{}, Errorf(ErrRefused, "todo_id", "todo %d is a user todo; a person does it, agents cannot claim it", t.ID)
+		}
+		if t.Status == TodoDone || t.Status == TodoCancelled {
+			return Todo{}, Audit{}, Errorf(ErrRefused, "todo_id", "todo %d is %s; there is nothing to claim", t.ID, t.Status)
+		}
+		prev := t.ClaimedBy
+		held := prev != "" && prev != p.AgentID && (t.LeaseExpiresAt == nil || t.LeaseExpiresAt.After(now))
+		if held && !p.Transfer {
+			return Todo{}, Audit{}, Errorf(ErrConflict, "todo_id",
+				"todo %d is claimed by agent %q; pass transfer to take it over explicitly", t.ID, prev)
+		}
+		var lease any
+		if p.Lease > 0 {
+			lease = now.Add(p.Lease)
+		}
+		out, err := scanTodo(tx.QueryRow(ctx, `
+			UPDATE todo SET claimed_by = $2,
+			       claimed_at = CASE WHEN claimed_by IS DISTINCT FROM $2 THEN $3 ELSE claimed_at END,
+			       lease_expires_at = $4, version = version + 1, updated_at = $3
+			WHERE id = $1 RETURNING `+todoCols, t.ID, p.AgentID, now, lease))
+		if err != nil {
+			return Todo{}, Audit{}, fmt.Errorf("claim todo: %w", mapErr(err))
+		}
+		return out, Audit{GoalID: t.GoalID, Target: todoTarget(t), Detail: auditDetail(map[string]any{
+			"agent_id": p.AgentID, "previous": prev, "transfer": held,
+		})}, nil
+	})
+}
+
+// UpdateTodo applies the non-nil fields when Version matches the todo's current version
+// (else ErrConflict). An agent may change only a todo it holds or nobody holds. A todo blocked
+// by an open gate cannot be reopened until the gate is answered. A change by an agent marks
+// its live turn as having progress.
+func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return Todo{}, err
+	}
+	if p.AgentID != "" {
+		if err := checkID("agent_id", p.AgentID); err != nil {
+			return Todo{}, err
+		}
+	}
+	if p.Version <= 0 {
+		return Todo{}, Errorf(ErrInvalid, "version", "is required: pass the version you read")
+	}
+	if p.Text != nil {
+		if err := checkText("text", *p.Text, MaxText, true); err != nil {
+			return Todo{}, err
+		}
+	}
+	if p.Priority != nil {
+		if err := checkRange("priority", *p.Priority, 0, 4); err != nil {
+			return Todo{}, err
+		}
+	}
+	if p.Status != nil {
+		if err := checkOneOf("status", *p.Status, TodoOpen, TodoBlocked, TodoDone, TodoCancelled); err != nil {
+			return Todo{}, err
+		}
+	}
+	return run(ctx, s, "todo.update", p.Meta, p, func(tx pgx.Tx, now time.Time) (Todo, Audit, error) {
+		t, err := getTodo(ctx, tx, p.GoalID, p.TodoID, true)
+		if err != nil {
+			return Todo{}, Audit{}, err
+		}
+		if t.Version != p.Version {
+			return Todo{}, Audit{}, Errorf(ErrConflict, "version",
+				"todo %d is at version %d, not %d; read it again and retry", t.ID, t.Version, p.Version)
+		}
+		if p.AgentID != "" && t.ClaimedBy != "" && t.ClaimedBy != p.AgentID {
+			return Todo{}, Audit{}, Errorf(ErrConflict, "agent_id",
+				"todo %d is claimed by agent %q; only its holder may change it", t.ID, t.ClaimedBy)
+		}
+		if p.Text != nil {
+			t.Text = *p.Text
+		}
+		if p.Priority != nil {
+			t.Priority = *p.Priority
+		}
+		if p.ClearClaim {
+			t.ClaimedBy, t.ClaimedAt, t.LeaseExpiresAt = "", nil, nil
+		}
+		if p.Status != nil && *p.Status != t.Status {
+			if t.Status == TodoBlocked && t.BlockedByGate != 0 {
+				var open bool
+				if err := tx.QueryRow(ctx, `SELECT status = 'open' FROM gate WHERE id = $1`, t.BlockedByGate).Scan(&open); err != nil {
+					return Todo{}, Audit{}, fmt.Errorf("read blocking gate: %w", mapErr(err))
+				}
+				if open {
+					return Todo{}, Audit{}, Errorf(ErrRefused, "status",
+						"todo %d waits on open gate %d; an owner must answer it (or the asking agent cancel it) first", t.ID, t.BlockedByGate)
+				}
+				t.BlockedByGate = 0
+			}
+			t.Status = *p.Status
+			t.DoneAt = nil
+			if t.Status == TodoDone || t.Status == TodoCancelled {
+				t.DoneAt = &now
+			}
+		}
+		var claimedBy, blocked any
+		if t.ClaimedBy != "" {
+			claimedBy = t.ClaimedBy
+		}
+		if t.BlockedByGate != 0 {
+			blocked = t.BlockedByGate
+		}
+		out, err := scanTodo(tx.QueryRow(ctx, `
+			UPDATE todo SET text = $2, priority = $3, status = $4, claimed_by = $5, claimed_at = $6,
+			       lease_expires_at = $7, blocked_by_gate = $8, done_at = $9, version = version + 1, updated_at = $10
+			WHERE id = $1 RETURNING `+todoCols,
+			t.ID, t.Text, t.Priority, t.Status, claimedBy, t.ClaimedAt, t.LeaseExpiresAt, blocked, t.DoneAt, now))
+		if err != nil {
+			return Todo{}, Audit{}, fmt.Errorf("update todo: %w", mapErr(err))
+		}
+		if p.AgentID != "" {
+			if err := markProgress(ctx, tx, p.GoalID, p.AgentID, 0, now); err != nil {
+				return Todo{}, Audit{}, err
+			}
+		}
+		return out, Audit{GoalID: t.GoalID, Target: todoTarget(t), Detail: auditDetail(map[string]any{
+			"status": out.Status, "version": out.Version, "agent_id": p.AgentID,
+		})}, nil
+	})
+}
+
+// markProgress records that a turn moved something: the given turn, or the agent's live turn
+// when turnID is 0.
+func markProgress(ctx context.Context, db DB, goalID, agentID string, turnID int64, now time.Time) error {
+	var err error
+	if turnID != 0 {
+		_, err = db.Exec(ctx, `UPDATE turn SET progress = true WHERE id = $1 AND NOT progress`, turnID)
+	} else {
+		_, err = db.Exec(ctx, `
+			UPDATE turn SET progress = true
+			WHERE goal_id = $1 AND agent_id = $2 AND state = 'live' AND lease_expires_at > $3 AND NOT progress`,
+			goalID, agentID, now)
+	}
+	if err != nil {
+		return fmt.Errorf("mark turn progress: %w", mapErr(err))
+	}
+	return nil
+}
