@@ -1,0 +1,259 @@
+package templates
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"text/template"
+	"unicode/utf8"
+)
+
+//go:embed en/*.tmpl zh/*.tmpl
+var files embed.FS
+
+// Languages lists the supported languages; the first is the fallback.
+var Languages = []string{"en", "zh"}
+
+// MaxCardBytes is Lark's limit for an interactive message body.
+const MaxCardBytes = 30 * 1024
+
+// MaxTextBytes is Lark's limit for a text message body.
+const MaxTextBytes = 150 * 1024
+
+// Errors callers can test with errors.Is.
+var (
+	// ErrTooLarge: a rendered card is over MaxCardBytes.
+	ErrTooLarge = errors.New("card too large")
+	// ErrUnknown: no template of that name (or kind) exists.
+	ErrUnknown = errors.New("unknown template")
+)
+
+// Kind of a rendered message; the values match the outbox kinds.
+const (
+	KindText = "text"
+	KindCard = "card"
+)
+
+// Rendered is a message ready for the outbox.
+type Rendered struct {
+	Kind    string // KindText or KindCard
+	Content string // text, or compact card JSON
+}
+
+// Set holds every parsed template. It is immutable and safe for concurrent use.
+type Set struct {
+	byLang map[string]*template.Template
+	names  []string // "<name>.txt" / "<name>.card", sorted
+}
+
+// New parses the embedded templates and checks that every language has the same set.
+func New() (*Set, error) {
+	s := &Set{byLang: map[string]*template.Template{}}
+	var first []string
+	for _, lang := range Languages {
+		t := template.New(lang).Funcs(funcs()).Option("missingkey=error")
+		entries, err := fs.ReadDir(files, lang)
+		if err != nil {
+			return nil, fmt.Errorf("list %s templates: %w", lang, err)
+		}
+		var names []string
+		for _, e := range entries {
+			base, ok := strings.CutSuffix(e.Name(), ".tmpl")
+			if !ok || (!strings.HasSuffix(base, ".txt") && !strings.HasSuffix(base, ".card")) {
+				return nil, fmt.Errorf("template %s/%s: name must end in .txt.tmpl or .card.tmpl", lang, e.Name())
+			}
+			b, err := files.ReadFile(path.Join(lang, e.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("read template %s/%s: %w", lang, e.Name(), err)
+			}
+			if _, err := t.New(base).Parse(string(b)); err != nil {
+				return nil, fmt.Errorf("parse template %s/%s: %w", lang, e.Name(), err)
+			}
+			names = append(names, base)
+		}
+		slices.Sort(names)
+		if first == nil {
+			first = names
+		} else if !slices.Equal(first, names) {
+			return nil, fmt.Errorf("templates for %q differ from %q: %v vs %v", lang, Languages[0], names, first)
+		}
+		s.byLang[lang] = t
+	}
+	s.names = first
+	return s, nil
+}
+
+// Names lists every template as "<name>.txt" or "<name>.card".
+func (s *Set) Names() []string { return slices.Clone(s.names) }
+
+// Has reports whether a template of that name and kind ("txt" or "card") exists.
+func (s *Set) Has(name, kind string) bool {
+	_, ok := slices.BinarySearch(s.names, name+"."+kind)
+	return ok
+}
+
+// Lang returns lang when it is supported and the fallback language otherwise.
+func Lang(lang string) string {
+	if slices.Contains(Languages, lang) {
+		return lang
+	}
+	return Languages[0]
+}
+
+// Text renders the plain-text template name in lang.
+func (s *Set) Text(lang, name string, data any) (string, error) {
+	out, err := s.exec(lang, name, "txt", data)
+	if err != nil {
+		return "", err
+	}
+	text := strings.TrimSpace(out)
+	if text == "" {
+		return "", fmt.Errorf("render %s/%s.txt: empty message", Lang(lang), name)
+	}
+	if len(text) > MaxTextBytes {
+		text = truncBytes(text, MaxTextBytes-len("…")) + "…"
+	}
+	return text, nil
+}
+
+// Card renders the card template name in lang and returns compact card JSON 2.0. It fails
+// with ErrTooLarge when the card is over MaxCardBytes.
+func (s *Set) Card(lang, name string, data any) (string, error) {
+	out, err := s.exec(lang, name, "card", data)
+	if err != nil {
+		return "", err
+	}
+	if !json.Valid([]byte(out)) {
+		return "", fmt.Errorf("render %s/%s.card: output is not valid JSON", Lang(lang), name)
+	}
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal([]byte(out), &head); err != nil || head.Schema != "2.0" {
+		return "", fmt.Errorf("render %s/%s.card: card must be a JSON object with \"schema\":\"2.0\"", Lang(lang), name)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(out)); err != nil {
+		return "", fmt.Errorf("compact %s/%s.card: %w", Lang(lang), name, err)
+	}
+	if buf.Len() > MaxCardBytes {
+		return "", fmt.Errorf("render %s/%s.card: %d bytes, limit %d: %w", Lang(lang), name, buf.Len(), MaxCardBytes, ErrTooLarge)
+	}
+	return buf.String(), nil
+}
+
+// Render renders name as a card when a card template exists and fits, and as text otherwise
+// (a card over the size limit falls back to the text template of the same name).
+func (s *Set) Render(lang, name string, data any) (Rendered, error) {
+	if s.Has(name, "card") {
+		card, err := s.Card(lang, name, data)
+		if err == nil {
+			return Rendered{Kind: KindCard, Content: card}, nil
+		}
+		if !errors.Is(err, ErrTooLarge) || !s.Has(name, "txt") {
+			return Rendered{}, err
+		}
+	}
+	text, err := s.Text(lang, name, data)
+	if err != nil {
+		return Rendered{}, err
+	}
+	return Rendered{Kind: KindText, Content: text}, nil
+}
+
+func (s *Set) exec(lang, name, kind string, data any) (string, error) {
+	lang = Lang(lang)
+	full := name + "." + kind
+	if !s.Has(name, kind) {
+		return "", fmt.Errorf("render %s/%s: %w", lang, full, ErrUnknown)
+	}
+	var buf bytes.Buffer
+	if err := s.byLang[lang].ExecuteTemplate(&buf, full, data); err != nil {
+		return "", fmt.Errorf("render %s/%s: %w", lang, full, err)
+	}
+	return buf.String(), nil
+}
+
+func funcs() template.FuncMap {
+	return template.FuncMap{
+		// json writes v as a JSON value; strings come out quoted and escaped.
+		"json": func(v any) (string, error) {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return "", fmt.Errorf("json: %w", err)
+			}
+			return string(b), nil
+		},
+		"plain":  plain,
+		"at":     func(openID string) string { return `<at user_id="` + idOnly(openID) + `"></at>` },
+		"cardAt": cardAt,
+		"cardAts": func(ids any) string {
+			list := toStrings(ids)
+			for i, id := range list {
+				list[i] = cardAt(id)
+			}
+			return strings.Join(list, " ")
+		},
+		"join": func(list any, sep string) string { return strings.Join(toStrings(list), sep) },
+		"add":  func(a, b int) int { return a + b },
+		"trunc": func(n int, s string) string {
+			if utf8.RuneCountInString(s) <= n {
+				return s
+			}
+			r := []rune(s)
+			return string(r[:n]) + "…"
+		},
+	}
+}
+
+// plain keeps user text from forming Lark markup: <at …> tags would mention people (or
+// everyone) on the sender's behalf.
+func plain(s string) string {
+	r := strings.NewReplacer("<at", "‹at", "<AT", "‹AT", "</at", "‹/at", "</AT", "‹/AT")
+	return r.Replace(s)
+}
+
+// toStrings accepts []string and the []any that decoded JSON (golden sample data) gives.
+func toStrings(v any) []string {
+	switch l := v.(type) {
+	case []string:
+		return slices.Clone(l)
+	case []any:
+		out := make([]string, len(l))
+		for i, x := range l {
+			out[i] = fmt.Sprint(x)
+		}
+		return out
+	case nil:
+		return nil
+	}
+	return []string{fmt.Sprint(v)}
+}
+
+func cardAt(openID string) string { return "<at id=" + idOnly(openID) + "></at>" }
+
+// idOnly keeps the characters an open_id may hold, so an id cannot close the tag around it.
+func idOnly(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+func truncBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
