@@ -272,7 +272,7 @@ func (s *Sandbox) issueToken(body []byte, field, prefix string) answer {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tok := s.nextIDLocked(prefix+"sbx")
+	tok := s.nextIDLocked(prefix + "sbx")
 	s.tokens[tok] = tokenInfo{expires: s.now().Add(s.opts.TokenTTL)}
 	s.issues++
 	return answer{status: http.StatusOK, body: map[string]any{
