@@ -2,8 +2,12 @@ package quota
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"loopx/store"
 )
@@ -33,12 +37,164 @@ func NewService(st *store.Store, opts Options) *Service {
 	return &Service{st: st, now: now, gateNotice: opts.GateNotice}
 }
 
-// Decide is the pure should-run decision over a snapshot, with the hint progression.
-func Decide(in Input, now time.Time) Decision { return Decision{} }
-
-// ShouldRun reads the snapshot in one statement, decides, and records the decision (a
-// tick_decision ledger row, the hint progression, a stall gate or a turn when due) in one
-// transaction.
+// ShouldRun answers whether the agent should act now. In one transaction it reads the snapshot
+// (one statement), decides, and records: a tick_decision ledger row, the hint progression, a
+// stall gate when the decision is stalled, a turn when BeginTurn is set and the decision is
+// run, and the heartbeat receipt when a turn instance id is given. The same instance id
+// replays the stored answer and writes nothing. An unknown goal or agent is ErrNotFound
+// naming the field.
 func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, error) {
-	return Decision{}, errors.New("not implemented yet")
+	if err := checkParams(p); err != nil {
+		return Decision{}, err
+	}
+	actor, surface := p.Meta.Actor, p.Meta.Surface
+	if actor == "" {
+		actor = "agent:" + p.GoalID + "/" + p.AgentID
+	}
+	if surface == "" {
+		surface = "api"
+	}
+	instance := p.TurnInstanceID
+	if p.BeginTurn && instance == "" {
+		instance = newInstanceID()
+	}
+	var out Decision
+	err := s.st.WithTx(ctx, func(tx pgx.Tx) error {
+		now := s.now()
+		key := ""
+		var hash []byte
+		if instance != "" {
+			key = store.HeartbeatReceiptKey(p.GoalID, p.AgentID, instance)
+			// Any call naming this turn instance replays: the hash covers only the identity.
+			hash, _ = store.RequestHash("quota.should_run", []string{p.GoalID, p.AgentID, instance})
+			rc, found, err := store.LookupReceipt(ctx, tx, key, hash)
+			if err != nil {
+				return err
+			}
+			if found {
+				if err := json.Unmarshal(rc.Body, &out); err != nil {
+					return fmt.Errorf("decode heartbeat receipt: %w", err)
+				}
+				out.Replayed = true
+				return nil
+			}
+		}
+		snap, err := store.ReadTickSnapshot(ctx, tx, p.GoalID, p.AgentID, now)
+		if err != nil {
+			return err
+		}
+		if !snap.GoalFound {
+			return store.Errorf(store.ErrNotFound, "goal_id", "no goal %q", p.GoalID)
+		}
+		if !snap.AgentFound {
+			return store.Errorf(store.ErrNotFound, "agent_id", "no agent %q on goal %q; register it first", p.AgentID, p.GoalID)
+		}
+		d := Decide(snap, now)
+		if d.State == StateStalled {
+			if d, err = s.openStallGate(ctx, tx, snap, d, actor, surface, now); err != nil {
+				return err
+			}
+		}
+		if d.ShouldRun && p.BeginTurn {
+			if d, err = s.beginTurn(ctx, tx, p, snap, d, instance, actor, surface, now); err != nil {
+				return err
+			}
+		}
+		todoID := int64(0)
+		if d.SelectedTodo != nil {
+			todoID = d.SelectedTodo.ID
+		}
+		turnID := int64(0)
+		if d.Turn != nil {
+			turnID = d.Turn.ID
+		}
+		detail, _ := json.Marshal(map[string]any{
+			"decision": d.Decision, "state": d.State, "reason": d.Reason, "effective_action": d.EffectiveAction,
+			"turn_instance_id": instance, "hint": d.SchedulerHint.Action, "interval_minutes": d.SchedulerHint.IntervalMinutes,
+		})
+		e, err := store.InsertLedger(ctx, tx, store.LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID,
+			Kind: store.LedgerTickDecision, TurnID: turnID, TodoID: todoID, Detail: detail, CreatedAt: now})
+		if err != nil {
+			return err
+		}
+		if err := store.SaveHintState(ctx, tx, p.GoalID, p.AgentID, d.Identity, d.SchedulerHint.Step, now); err != nil {
+			return err
+		}
+		if key != "" {
+			d.HeartbeatReceipt = &HeartbeatReceipt{Status: "committed", EventID: e.ID, TurnInstanceID: instance}
+			body, err := json.Marshal(d)
+			if err != nil {
+				return fmt.Errorf("encode heartbeat receipt: %w", err)
+			}
+			if err := store.SaveReceipt(ctx, tx, store.Receipt{Key: key, RequestHash: hash, Status: 200, Body: body, CreatedAt: now}); err != nil {
+				return err
+			}
+		}
+		out = d
+		return nil
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("should-run: %w", err)
+	}
+	return out, nil
+}
+
+func checkParams(p ShouldRunParams) error {
+	if !store.ValidID(p.GoalID) {
+		return store.Errorf(store.ErrInvalid, "goal_id", "%q is not a valid id: use 1-63 characters of a-z, 0-9, '.', '_', '-'", p.GoalID)
+	}
+	if !store.ValidID(p.AgentID) {
+		return store.Errorf(store.ErrInvalid, "agent_id", "%q is not a valid id: use 1-63 characters of a-z, 0-9, '.', '_', '-'", p.AgentID)
+	}
+	if !store.ValidInstanceID(p.TurnInstanceID) {
+		return store.Errorf(store.ErrInvalid, "turn_instance_id", "%q is not a valid turn instance id: use 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'", p.TurnInstanceID)
+	}
+	if p.LeaseDuration < 0 || p.LeaseDuration > 24*time.Hour {
+		return store.Errorf(store.ErrInvalid, "lease", "must be between 0 (the default, %s) and 24h", store.DefaultTurnLease)
+	}
+	return nil
+}
+
+// openStallGate opens the one owner gate a stall asks for and records it in the decision.
+func (s *Service) openStallGate(ctx context.Context, tx pgx.Tx, snap Input, d Decision, actor, surface string, now time.Time) (Decision, error) {
+	g, err := store.AskGateTx(ctx, tx, store.AskGateParams{
+		GoalID: snap.Goal.ID, AgentID: snap.Agent.ID, Kind: store.GateKindStall,
+		Question: StallQuestion(snap.Goal.StallTurns, snap.Goal.Lang), Options: []string{"continue", "reject"},
+		Notice: s.gateNotice,
+	}, now)
+	if err != nil {
+		return d, fmt.Errorf("open stall gate: %w", err)
+	}
+	d.Gates.Open = append(d.Gates.Open, g.ID)
+	d.Gates.Blocking = append(d.Gates.Blocking, g.ID)
+	err = store.InsertAudit(ctx, tx, store.Audit{At: now, Actor: actor, Surface: surface, Action: "gate.stall",
+		GoalID: snap.Goal.ID, Target: "gate:" + strconv.FormatInt(g.ID, 10), Allowed: true})
+	return d, err
+}
+
+// beginTurn opens the turn a run decision starts. If another call opened one first, the
+// answer becomes busy.
+func (s *Service) beginTurn(ctx context.Context, tx pgx.Tx, p ShouldRunParams, snap Input, d Decision, instance, actor, surface string, now time.Time) (Decision, error) {
+	todoID := int64(0)
+	if d.SelectedTodo != nil {
+		todoID = d.SelectedTodo.ID
+	}
+	t, err := store.OpenTurnTx(ctx, tx, store.OpenTurnParams{
+		GoalID: p.GoalID, AgentID: p.AgentID, InstanceID: instance, TodoID: todoID,
+		Action: d.EffectiveAction, Lease: p.LeaseDuration,
+	}, now)
+	if err != nil {
+		var se *store.Error
+		if asStoreErr(err, &se) && se.Kind == store.ErrConflict && se.Field == "agent_id" {
+			busy := snap
+			busy.LiveTurn = &store.Turn{InstanceID: "(just opened)", LeaseExpiresAt: now}
+			return Decide(busy, now), nil
+		}
+		return d, fmt.Errorf("begin turn: %w", err)
+	}
+	d.Turn = &t
+	err = store.InsertAudit(ctx, tx, store.Audit{At: now, Actor: actor, Surface: surface, Action: "turn.open",
+		GoalID: p.GoalID, Target: "turn:" + strconv.FormatInt(t.ID, 10), Allowed: true,
+		Detail: mustJSON(map[string]any{"agent_id": p.AgentID, "turn_instance_id": t.InstanceID, "todo_id": todoID})})
+	return d, err
 }

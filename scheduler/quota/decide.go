@@ -1,0 +1,210 @@
+package quota
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"loopx/store"
+)
+
+// Effective actions (LoopX's names where LoopX has one).
+const (
+	ActionQuotaSkip     = "quota_skip"
+	ActionBusySkip      = "turn_in_progress"
+	ActionThrottledSkip = "throttled_skip"
+	ActionInboxReply    = "inbox_reply_due"
+	ActionMonitorOnly   = "agent_monitor_only"
+	ActionGateWait      = "operator_gate_notify"
+	ActionIdle          = "no_runnable_todo"
+	ActionStallGate     = "stall_gate"
+	ActionNormalRun     = "normal_run"
+	ActionNotFound      = "goal_not_found"
+)
+
+// hintRow is one row of LoopX's scheduler_hint table.
+type hintRow struct {
+	action, class string
+	initial, max  int
+}
+
+var (
+	hintRunNow  = hintRow{"run_now", "active_work", 3, 10}
+	hintGate    = hintRow{"backoff_waiting_for_user", "human_gate", 30, 120}
+	hintQuiet   = hintRow{"backoff_until_state_change", "quiet_wait", 30, 120}
+	hintStopped = hintRow{"stop_until_explicit_resume", "paused", 0, 0}
+)
+
+// maxStep bounds the stored progression; the interval reaches its maximum long before.
+const maxStep = 16
+
+// Decide is the should-run decision: a pure function of the snapshot and the clock. The order
+// is LoopX's: paused, busy, throttled, inbox, (monitor-only), waiting for an owner gate, idle,
+// stalled, eligible. The first that applies wins.
+func Decide(in Input, now time.Time) Decision {
+	d := Decision{
+		OK: true, Mode: "should-run", GoalID: in.Goal.ID, AgentID: in.Agent.ID,
+		Decision: "skip", NextAction: in.NextAction,
+		Inbox: InboxCounts{Pending: in.InboxPending, Steer: in.InboxSteer},
+		Quota: QuotaStatus{WindowHours: in.Goal.WindowHours, AllowedSlots: in.Goal.AllowedSlots, SpentSlots: in.SpentSlots},
+		Gates: GateSummary{Open: []int64{}, Blocking: []int64{}},
+	}
+	if !in.GoalFound || !in.AgentFound {
+		d.OK, d.State, d.EffectiveAction = false, StateNotFound, ActionNotFound
+		d.Reason, d.Message = "goal_not_found", "no such goal"
+		if in.GoalFound {
+			d.Reason, d.Message = "agent_not_found", "no such agent on this goal"
+		}
+		return withHint(d, in, hintStopped, now)
+	}
+
+	goalWide := []int64{}
+	for _, g := range in.OpenGates {
+		d.Gates.Open = append(d.Gates.Open, g.ID)
+		if g.TodoID == 0 {
+			goalWide = append(goalWide, g.ID)
+		}
+	}
+	d.Gates.Blocking = append(append(d.Gates.Blocking, goalWide...), in.BlockedGates...)
+	var top *store.Todo
+	if len(in.Runnable) > 0 {
+		top = &in.Runnable[0]
+	}
+
+	switch {
+	case in.Goal.Status != store.GoalActive:
+		d.State, d.EffectiveAction = StatePaused, ActionQuotaSkip
+		d.Reason, d.Message = "goal_"+in.Goal.Status, fmt.Sprintf("the goal is %s; an owner must resume it", in.Goal.Status)
+		return withHint(d, in, hintStopped, now)
+	case in.Goal.AllowedSlots == 0:
+		d.State, d.EffectiveAction = StatePaused, ActionQuotaSkip
+		d.Reason, d.Message = "quota_zero", "the goal's quota allows 0 slots; raise allowed_slots to resume"
+		return withHint(d, in, hintStopped, now)
+	case in.LiveTurn != nil:
+		d.State, d.EffectiveAction = StateBusy, ActionBusySkip
+		d.Reason = "live_turn"
+		d.Message = fmt.Sprintf("turn %s is live until %s", in.LiveTurn.InstanceID, in.LiveTurn.LeaseExpiresAt.UTC().Format(time.RFC3339))
+		return withHint(d, in, hintQuiet, now)
+	case in.SpentSlots >= in.Goal.AllowedSlots:
+		d.State, d.EffectiveAction = StateThrottled, ActionThrottledSkip
+		d.Reason = "window_exhausted"
+		d.Message = fmt.Sprintf("%d of %d slots spent in the last %d h", in.SpentSlots, in.Goal.AllowedSlots, in.Goal.WindowHours)
+		if in.FreeingSpendAt != nil {
+			at := in.FreeingSpendAt.Add(time.Duration(in.Goal.WindowHours) * time.Hour).UTC()
+			d.Quota.NextEligibleAt = &at
+		}
+		return withHint(d, in, hintQuiet, now)
+	case in.InboxPending > 0:
+		d.State, d.EffectiveAction = StateInbox, ActionInboxReply
+		d.Reason = "inbox_pending"
+		d.Message = fmt.Sprintf("%d message(s) wait for a reply", in.InboxPending)
+		d.SelectedTodo = selected(top)
+		return run(d, in, now)
+	case in.Agent.WorkMode == "monitor_only":
+		d.State, d.EffectiveAction = StateIdle, ActionMonitorOnly
+		d.Reason, d.Message = "monitor_only", "the agent is in monitor-only mode; only inbox replies run"
+		return withHint(d, in, hintQuiet, now)
+	case len(goalWide) > 0 || (top == nil && len(in.BlockedGates) > 0):
+		d.State, d.EffectiveAction = StateWaiting, ActionGateWait
+		d.Reason = "owner_gate_open"
+		d.Message = fmt.Sprintf("waiting for an owner to answer gate %s", joinIDs(d.Gates.Blocking))
+		return withHint(d, in, hintGate, now)
+	case top == nil:
+		d.State, d.EffectiveAction = StateIdle, ActionIdle
+		d.Reason, d.Message = "no_runnable_todo", "no open todo this agent may work on"
+		return withHint(d, in, hintQuiet, now)
+	case stalled(in):
+		d.State, d.EffectiveAction = StateStalled, ActionStallGate
+		d.Reason = "no_progress"
+		d.Message = StallQuestion(in.Goal.StallTurns, in.Goal.Lang)
+		d.SelectedTodo = selected(top)
+		return withHint(d, in, hintGate, now)
+	default:
+		d.State, d.EffectiveAction = StateEligible, ActionNormalRun
+		d.Reason = "runnable_todo"
+		d.Message = fmt.Sprintf("work on todo %d (P%d)", top.ID, top.Priority)
+		d.SelectedTodo = selected(top)
+		return run(d, in, now)
+	}
+}
+
+func run(d Decision, in Input, now time.Time) Decision {
+	d.Decision, d.ShouldRun = "run", true
+	return withHint(d, in, hintRunNow, now)
+}
+
+func selected(t *store.Todo) *SelectedTodo {
+	if t == nil {
+		return nil
+	}
+	return &SelectedTodo{ID: t.ID, Text: t.Text, Priority: t.Priority, ClaimedBy: t.ClaimedBy, Version: t.Version}
+}
+
+// stalled: the last StallTurns ended turns (since the last answered stall gate) all made no
+// progress.
+func stalled(in Input) bool {
+	n := in.Goal.StallTurns
+	if n <= 0 || len(in.RecentProgress) < n {
+		return false
+	}
+	for _, p := range in.RecentProgress[:n] {
+		if p {
+			return false
+		}
+	}
+	return true
+}
+
+// StallQuestion is the stall gate's question in the goal's language.
+func StallQuestion(n int, lang string) string {
+	if lang == "zh" {
+		return fmt.Sprintf("连续 %d 轮没有进展：继续还是暂停？", n)
+	}
+	return fmt.Sprintf("no progress in %d turns: continue or pause?", n)
+}
+
+func joinIDs(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// identity is what must stay the same for the hint to keep backing off: state, reason,
+// selected todo and blocking gates.
+func identity(d Decision) string {
+	todo := int64(0)
+	if d.SelectedTodo != nil {
+		todo = d.SelectedTodo.ID
+	}
+	return fmt.Sprintf("%s|%s|%d|%s", d.State, d.Reason, todo, joinIDs(d.Gates.Blocking))
+}
+
+// withHint sets the scheduler hint: the interval doubles (initial, 2x, 4x, ... capped at the
+// row's maximum) while the identity stays the same as the stored one, and resets when it
+// changes. A throttled hint never waits past next_eligible_at.
+func withHint(d Decision, in Input, row hintRow, now time.Time) Decision {
+	d.Identity = identity(d)
+	step := 0
+	if in.HintIdentity == d.Identity {
+		step = min(in.HintStep+1, maxStep)
+	}
+	h := SchedulerHint{Action: row.action, CadenceClass: row.class, Step: step}
+	if row.initial > 0 {
+		iv := row.initial
+		for i := 0; i < step && iv < row.max; i++ {
+			iv *= 2
+		}
+		iv = min(iv, row.max)
+		if d.Quota.NextEligibleAt != nil {
+			until := int(d.Quota.NextEligibleAt.Sub(now).Minutes() + 0.999)
+			iv = max(1, min(iv, until))
+		}
+		h.IntervalMinutes = iv
+		h.RRule = "FREQ=MINUTELY;INTERVAL=" + strconv.Itoa(iv)
+	}
+	d.SchedulerHint = h
+	return d
+}
