@@ -77,7 +77,13 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 // WithTx runs fn in one transaction and commits when fn returns nil. The rollback after a
 // failure runs on a context that is not cancelled, so a cancelled request cannot leave a
 // transaction open.
+//
+// When ctx carries a transaction (see InTx), WithTx joins it under a savepoint instead: fn's
+// writes commit with the outer transaction, and a failure of fn undoes only fn's part.
 func (s *Store) WithTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if outer := txFrom(ctx); outer != nil {
+		return withSavepoint(ctx, outer, fn)
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", mapErr(err))

@@ -1,0 +1,19 @@
+// Package inbox is the agents' async inbox: what people address to an agent from chat waits
+// here until the agent takes it.
+//
+// Guarantees:
+//   - Bounds: a message longer than Options.MaxChars (12,000 characters) is refused, and an
+//     agent with Options.MaxPending (200) unacknowledged items refuses more with store.ErrFull;
+//     nothing is dropped silently, the caller tells the sender.
+//   - The same source message for the same agent is one item (a redelivered chat event or a
+//     retried enqueue adds nothing).
+//   - Drain hands out pending items steer first, then oldest first, and marks them delivered.
+//     An item not acked within Options.AckTimeout returns to pending (at the next drain, count
+//     or Requeue), so an agent that crashes mid-turn loses nothing.
+//   - Reply answers in the original conversation (same chat, in the thread of the source
+//     message) through one outbox row per (item, reply key): the same reply twice is one row;
+//     another text under a used key is store.ErrConflict.
+//   - Every operation is one transaction with its audit row; run inside store.InTx it joins
+//     the caller's transaction.
+//   - Time comes from Options.Now; items carry the timestamps it gives.
+package inbox

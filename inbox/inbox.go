@@ -1,0 +1,277 @@
+package inbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"loopx/store"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxChars   = 12000
+	DefaultMaxPending = 200
+	DefaultAckTimeout = 15 * time.Minute
+)
+
+// Options configures an Inbox. Zero values take the defaults.
+type Options struct {
+	MaxChars   int           // characters per message
+	MaxPending int           // unacknowledged items per agent
+	AckTimeout time.Duration // a drained, unacked item returns to pending after this
+	Now        func() time.Time
+	Logger     *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxChars <= 0 {
+		o.MaxChars = DefaultMaxChars
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = DefaultAckTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Inbox is safe for concurrent use.
+type Inbox struct {
+	st   *store.Store
+	opts Options
+}
+
+// New returns an Inbox over st.
+func New(st *store.Store, opts Options) *Inbox {
+	return &Inbox{st: st, opts: opts.withDefaults()}
+}
+
+// Options returns the effective options (defaults filled in).
+func (ib *Inbox) Options() Options { return ib.opts }
+
+// CheckText applies the per-message bound; the error names the field and the limit.
+func (ib *Inbox) CheckText(text string) error {
+	if text == "" {
+		return store.Errorf(store.ErrInvalid, "text", "is empty; there is nothing to deliver")
+	}
+	if n := utf8.RuneCountInString(text); n > ib.opts.MaxChars {
+		return store.Errorf(store.ErrInvalid, "text", "is %d characters; the limit is %d, split it into shorter messages", n, ib.opts.MaxChars)
+	}
+	return nil
+}
+
+// Enqueue adds an item in the caller's transaction (db). It returns the existing item with
+// created=false when the source message was already enqueued for this agent.
+func (ib *Inbox) Enqueue(ctx context.Context, db store.DB, in store.InboxInsert) (store.InboxItem, bool, error) {
+	if err := ib.CheckText(in.Text); err != nil {
+		return store.InboxItem{}, false, err
+	}
+	it, created, err := store.InsertInboxItem(ctx, db, in, ib.opts.MaxPending)
+	if err != nil {
+		return store.InboxItem{}, false, fmt.Errorf("enqueue: %w", err)
+	}
+	return it, created, nil
+}
+
+// Agent names the inbox an operation works on: the authenticated agent.
+type Agent struct {
+	GoalID  string
+	AgentID string
+}
+
+func (a Agent) actor() string { return "agent:" + a.GoalID + "/" + a.AgentID }
+
+// Drain hands out up to limit pending items (steer first, then oldest) and marks them
+// delivered. sessionID "" takes every session's items.
+func (ib *Inbox) Drain(ctx context.Context, a Agent, sessionID string, limit int) ([]store.InboxItem, error) {
+	var items []store.InboxItem
+	err := ib.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		items, err = store.DrainInbox(ctx, tx, store.DrainParams{
+			GoalID: a.GoalID, AgentID: a.AgentID, SessionID: sessionID, Limit: limit,
+			Now: ib.opts.Now(), AckTimeout: ib.opts.AckTimeout,
+		})
+		if err != nil {
+			return err
+		}
+		if len(items) == 0 {
+			return nil // an empty poll is not worth an audit row
+		}
+		return ib.audit(ctx, tx, a, "inbox.drain", "", true, map[string]any{"items": ids(items)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("drain inbox: %w", err)
+	}
+	return items, nil
+}
+
+// Ack marks items acknowledged after the agent wrote their effect.
+func (ib *Inbox) Ack(ctx context.Context, a Agent, itemIDs []int64) ([]store.InboxItem, error) {
+	var items []store.InboxItem
+	err := ib.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		items, err = store.AckInbox(ctx, tx, a.GoalID, a.AgentID, itemIDs, ib.opts.Now())
+		if err != nil {
+			return err
+		}
+		return ib.audit(ctx, tx, a, "inbox.ack", "", true, map[string]any{"items": itemIDs})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ack inbox: %w", err)
+	}
+	return items, nil
+}
+
+// ReplyParams is an agent's answer to one inbox item.
+type ReplyParams struct {
+	ItemID int64
+	// Key makes the reply idempotent per item; "" derives it from Text, so the same text
+	// twice is one reply.
+	Key  string
+	Text string
+}
+
+// ReplyResult names the outbox row that carries the reply.
+type ReplyResult struct {
+	OutboxID int64  `json:"outbox_id"`
+	ItemID   int64  `json:"item_id"`
+	Key      string `json:"reply_key"`
+	Created  bool   `json:"created"` // false: the same reply was already queued
+}
+
+// Reply queues an answer in the conversation the item came from: the same chat, in the
+// thread of the source message.
+func (ib *Inbox) Reply(ctx context.Context, a Agent, p ReplyParams) (ReplyResult, error) {
+	if p.ItemID <= 0 {
+		return ReplyResult{}, store.Errorf(store.ErrInvalid, "item", "give the inbox item id to reply to (--item N)")
+	}
+	if err := ib.CheckText(p.Text); err != nil {
+		return ReplyResult{}, err
+	}
+	if len(p.Key) > 100 {
+		return ReplyResult{}, store.Errorf(store.ErrInvalid, "key", "is %d characters; at most 100", len(p.Key))
+	}
+	key := p.Key
+	if key == "" {
+		sum := sha256.Sum256([]byte(p.Text))
+		key = "t-" + hex.EncodeToString(sum[:12])
+	}
+	res := ReplyResult{ItemID: p.ItemID, Key: key}
+	err := ib.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		it, err := store.GetInboxItem(ctx, tx, p.ItemID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (it.GoalID != a.GoalID || it.AgentID != a.AgentID)) {
+			return store.Errorf(store.ErrNotFound, "item", "%d is not in the inbox of %s/%s", p.ItemID, a.GoalID, a.AgentID)
+		}
+		if err != nil {
+			return err
+		}
+		if it.SourceChat == "" {
+			return store.Errorf(store.ErrRefused, "item", "%d did not come from a chat; there is no conversation to answer in", p.ItemID)
+		}
+		in := store.OutboxInsert{
+			DedupeKey:     fmt.Sprintf("inbox-reply:%d:%s", it.ID, key),
+			Kind:          "text",
+			ReceiveID:     it.SourceChat,
+			ReplyTo:       it.SourceMessage,
+			ReplyInThread: it.SourceMessage != "",
+			Content:       p.Text,
+			GoalID:        it.GoalID,
+			AgentID:       it.AgentID,
+			SessionID:     it.SessionID,
+		}
+		id, created, err := store.InsertOutbox(ctx, tx, in)
+		if err != nil {
+			return err
+		}
+		if !created {
+			prev, err := store.GetOutbox(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if prev.Content != p.Text {
+				return store.Errorf(store.ErrConflict, "key", "reply key %q was already used for item %d with another text; use a new key", key, it.ID)
+			}
+		}
+		res.OutboxID, res.Created = id, created
+		if !created {
+			return nil
+		}
+		return ib.audit(ctx, tx, a, "inbox.reply", fmt.Sprint(it.ID), true, map[string]any{"outbox_id": id, "key": key})
+	})
+	if err != nil {
+		return ReplyResult{}, fmt.Errorf("reply to inbox item: %w", err)
+	}
+	return res, nil
+}
+
+// Counts returns the agent's waiting items (what should-run reports as inbox.pending/steer).
+func (ib *Inbox) Counts(ctx context.Context, a Agent) (store.InboxCounts, error) {
+	c, err := store.CountInbox(ctx, ib.st.Conn(ctx), a.GoalID, a.AgentID, ib.opts.Now())
+	if err != nil {
+		return store.InboxCounts{}, fmt.Errorf("count inbox: %w", err)
+	}
+	return c, nil
+}
+
+// Requeue returns timed-out deliveries of every agent to pending and expires old items.
+func (ib *Inbox) Requeue(ctx context.Context) error {
+	if err := store.RequeueInbox(ctx, ib.st.Conn(ctx), ib.opts.Now()); err != nil {
+		return fmt.Errorf("requeue inbox: %w", err)
+	}
+	return nil
+}
+
+// Run calls Requeue every interval until ctx is done; the caller owns the goroutine it runs
+// in. Failures are logged and retried at the next interval.
+func (ib *Inbox) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := ib.Requeue(ctx); err != nil && ctx.Err() == nil {
+				ib.opts.Logger.Warn("inbox requeue failed", "err", err)
+			}
+		}
+	}
+}
+
+func (ib *Inbox) audit(ctx context.Context, db store.DB, a Agent, action, target string, allowed bool, detail map[string]any) error {
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("encode audit detail: %w", err)
+	}
+	return store.InsertAudit(ctx, db, store.Audit{
+		Actor: a.actor(), Surface: "api", Action: action, GoalID: a.GoalID,
+		Target: target, Allowed: allowed, Detail: b,
+	})
+}
+
+func ids(items []store.InboxItem) []int64 {
+	out := make([]int64, len(items))
+	for i, it := range items {
+		out[i] = it.ID
+	}
+	return out
+}
