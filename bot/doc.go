@@ -1,0 +1,31 @@
+// Package bot is LoopX's Lark (Feishu) front door, on the official SDK
+// github.com/larksuite/oapi-sdk-go/v3 (pinned at v3.12.0, the first line whose WebSocket Start
+// returns on cancel). Lark SDK types never leave this package.
+//
+// Intake: events (im.message.receive_v1) and card callbacks (card.action.trigger) arrive over
+// the WebSocket long connection (RunWS) or as HTTP callbacks (EventsHandler, CardsHandler) and
+// take one code path into an EventHandler (the router). Guarantees:
+//   - HTTP callbacks are authenticated before anything else: with an encrypt key, the
+//     X-Lark-Signature over the raw body and the decryption; in every case the verification
+//     token inside the event, compared in our code because the SDK does not. A refusal is
+//     answered 401, counted, logged, and reaches nothing.
+//   - An event is acknowledged only after the handler returned nil (the router committed the
+//     effect together with the event id, so a redelivery has no second effect). A handler error
+//     answers 500 over HTTP or an error ack over WS, so Lark redelivers. The handler runs under
+//     a deadline inside Lark's 3 s budget.
+//   - A card callback is always answered with a body (a toast, and the new card when there is
+//     one), never a nil response.
+//   - Unknown event types are acknowledged and ignored (debug log), so Lark does not retry them.
+//
+// Sender: delivers outbox rows (Outbox, implemented over the store by cmd/loopx). Guarantees:
+//   - every send carries Lark's uuid = the row's uuid, so a retry after an ambiguous failure is
+//     one message; rows of one chat go one at a time in commit order;
+//   - every send first takes a slot from the shared Limiter (per chat and per app, across all
+//     replicas); Lark rate limits wait x-ogw-ratelimit-reset, 5xx and timeouts back off, a
+//     rejected token is refetched once, permanent errors mark the row failed with Lark's code;
+//   - a claim is never held inside a database transaction during a Lark call, and on shutdown
+//     the sender finishes in-flight sends under a short deadline and releases what it holds.
+//
+// Each Client keeps its own tenant token (the SDK's token cache is process-global, so two
+// clients in one process would otherwise share and fail to clear each other's tokens).
+package bot

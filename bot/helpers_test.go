@@ -1,0 +1,263 @@
+package bot_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"loopx/bot"
+	"loopx/bot/sandbox"
+	"loopx/router"
+	"loopx/store"
+	"loopx/store/storetest"
+)
+
+// testRouter stands in for router.Chat with the same contract, over the real database: the
+// event id is recorded in lark_event in the transaction of the effect, a duplicate is a no-op
+// returning nil, and an error commits nothing. A message's effect is an unrouted row plus an
+// outbox reply; a card click approves a gate when an owner clicks.
+type testRouter struct {
+	st       *store.Store
+	failNext atomic.Int32 // fail this many calls before doing anything
+	calls    atomic.Int32
+}
+
+func (r *testRouter) HandleMessage(ctx context.Context, m router.Message) error {
+	r.calls.Add(1)
+	if r.failNext.Load() > 0 {
+		r.failNext.Add(-1)
+		return errors.New("injected router failure")
+	}
+	return r.st.WithTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO lark_event (event_id, event_type) VALUES ($1, 'im.message.receive_v1') ON CONFLICT DO NOTHING`, m.EventID)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO unrouted (chat_id, message_id, sender, text, reason) VALUES ($1, $2, $3, $4, 'test')`,
+			m.ChatID, m.MessageID, m.SenderID, m.Text); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, reply_to, content) VALUES ($1, 'text', $2, $3, $4)`,
+			"reply-"+m.MessageID, m.ChatID, m.MessageID, "got: "+m.Text)
+		return err
+	})
+}
+
+func (r *testRouter) HandleCardAction(ctx context.Context, a router.CardAction) (router.CardResult, error) {
+	r.calls.Add(1)
+	var res router.CardResult
+	err := r.st.WithTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO lark_event (event_id, event_type) VALUES ($1, 'card.action.trigger') ON CONFLICT DO NOTHING`, a.EventID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			res = router.CardResult{ToastKind: "info", Toast: "already handled"}
+			return nil
+		}
+		gateID := fmt.Sprint(a.Value["gate"])
+		var owners []string
+		var status string
+		if err := tx.QueryRow(ctx, `SELECT g.owners, gt.status FROM gate gt JOIN goal g ON g.id = gt.goal_id WHERE gt.id = $1::bigint`, gateID).Scan(&owners, &status); err != nil {
+			return err
+		}
+		if !slices.Contains(owners, a.OperatorID) {
+			_, err := tx.Exec(ctx, `INSERT INTO audit (actor, surface, action, target, allowed) VALUES ($1, 'card', 'gate.approve', $2, false)`, a.OperatorID, gateID)
+			res = router.CardResult{ToastKind: "error", Toast: "Only an owner of this goal can answer this gate."}
+			return err
+		}
+		if status != "open" {
+			res = router.CardResult{ToastKind: "warning", Toast: "This gate is already " + status + "."}
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE gate SET status = 'approved', answered_by = $2, answered_at = now() WHERE id = $1::bigint`, gateID, a.OperatorID); err != nil {
+			return err
+		}
+		card, _ := json.Marshal(map[string]any{"schema": "2.0", "config": map[string]any{"update_multi": true},
+			"body": map[string]any{"elements": []any{map[string]any{"tag": "markdown", "content": "Approved by " + a.OperatorID}}}})
+		res = router.CardResult{ToastKind: "success", Toast: "Approved", Card: card}
+		return nil
+	})
+	return res, err
+}
+
+// storeOutbox adapts the store to bot.Outbox (cmd/loopx has the production twin).
+type storeOutbox struct{ st *store.Store }
+
+func (o storeOutbox) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]bot.OutboxMessage, error) {
+	cs, err := o.st.ClaimOutbox(ctx, owner, limit, lease)
+	out := make([]bot.OutboxMessage, len(cs))
+	for i, c := range cs {
+		out[i] = bot.OutboxMessage{ID: c.ID, UUID: c.UUID, Kind: c.Kind, ReceiveIDType: c.ReceiveIDType, ReceiveID: c.ReceiveID,
+			ReplyTo: c.ReplyTo, ReplyInThread: c.ReplyInThread, TargetMessage: c.TargetMessage, Content: c.Content,
+			Attempts: c.Attempts, CreatedAt: c.CreatedAt}
+	}
+	return out, err
+}
+func (o storeOutbox) MarkSent(ctx context.Context, id int64, mid string) error {
+	return o.st.MarkOutboxSent(ctx, id, mid)
+}
+func (o storeOutbox) MarkFailed(ctx context.Context, id int64, owner string, code int, reason string) error {
+	return o.st.MarkOutboxFailed(ctx, id, owner, code, reason)
+}
+func (o storeOutbox) Retry(ctx context.Context, id int64, owner string, after time.Duration, code int, reason string, count bool) error {
+	return o.st.RescheduleOutbox(ctx, id, owner, after, code, reason, count)
+}
+func (o storeOutbox) Release(ctx context.Context, owner string) error {
+	_, err := o.st.ReleaseOutboxClaims(ctx, owner)
+	return err
+}
+func (o storeOutbox) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	return o.st.NextOutboxDue(ctx)
+}
+func (o storeOutbox) Listen(ctx context.Context, wake func()) error { return o.st.ListenOutbox(ctx, wake) }
+
+type storeLimiter struct {
+	st     *store.Store
+	limits bot.RateLimits
+}
+
+func (l storeLimiter) Take(ctx context.Context, chat string) (time.Duration, error) {
+	ci, ai, ab := l.limits.Spacing()
+	return l.st.TakeSendSlot(ctx, []store.RateScope{
+		{Scope: "chat:" + chat, Interval: ci, Burst: 1},
+		{Scope: "app", Interval: ai, Burst: ab},
+	})
+}
+
+const (
+	testToken = "vt-test-token"
+	testKey   = "ek-test-key"
+	owner     = "ou_owner"
+	stranger  = "ou_stranger"
+)
+
+type env struct {
+	t      *testing.T
+	sb     *sandbox.Sandbox
+	st     *store.Store
+	rt     *testRouter
+	cfg    bot.Config
+	intake *bot.Intake
+	srvURL string
+}
+
+type envOpts struct {
+	transport string
+	noKey     bool // HTTP callbacks without an encrypt key (token only)
+	sandbox   sandbox.Options
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newEnv starts a sandbox, a database, and one intake on the chosen transport.
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	so := o.sandbox
+	so.VerificationToken = testToken
+	if !o.noKey {
+		so.EncryptKey = testKey
+	}
+	sb, err := sandbox.New(so)
+	require.NoError(t, err)
+	sb.Start(t.Context())
+	t.Cleanup(sb.Close)
+	st := storetest.New(t, store.Options{})
+	e := &env{t: t, sb: sb, st: st, rt: &testRouter{st: st}}
+	e.cfg = bot.Config{AppID: sb.AppID(), AppSecret: sb.AppSecret(), VerificationToken: testToken,
+		EncryptKey: so.EncryptKey, BaseURL: sb.URL(), Transport: o.transport}
+	e.intake, e.srvURL = e.startIntake(o.transport)
+	if o.transport == bot.TransportHTTP {
+		require.NoError(t, sb.SetCallbackURLs(e.srvURL+"/lark/events", e.srvURL+"/lark/cards"))
+	}
+	return e
+}
+
+// startIntake starts one more intake (a replica) on the same database.
+func (e *env) startIntake(transport string) (*bot.Intake, string) {
+	t := e.t
+	cfg := e.cfg
+	cfg.Transport = transport
+	in, err := bot.NewIntake(cfg, e.rt, bot.IntakeOptions{Logger: quietLogger(),
+		WS: bot.WSOptions{Check: 50 * time.Millisecond, RestartBackoff: 50 * time.Millisecond}})
+	require.NoError(t, err)
+	if transport == bot.TransportHTTP {
+		mux := http.NewServeMux()
+		mux.Handle("POST /lark/events", in.EventsHandler())
+		mux.Handle("POST /lark/cards", in.CardsHandler())
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		return in, srv.URL
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- in.RunWS(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Error("RunWS did not return within 5 s of cancel")
+		}
+	})
+	require.Eventually(t, in.Connected, 5*time.Second, 10*time.Millisecond, "long connection not ready")
+	return in, ""
+}
+
+// startSender runs one sender (a replica) until the test ends.
+func (e *env) startSender(name string, limits bot.RateLimits) *bot.Sender {
+	t := e.t
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), storeOutbox{e.st}, storeLimiter{e.st, limits},
+		bot.SenderOptions{Owner: name, Logger: quietLogger(), RetryBase: 20 * time.Millisecond, Poll: 500 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Error("sender did not stop within 5 s")
+		}
+	})
+	return s
+}
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.st.Pool().QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func (e *env) insertOutbox(kind, chat, content, uuid string) int64 {
+	e.t.Helper()
+	var id int64
+	require.NoError(e.t, e.st.Pool().QueryRow(context.Background(),
+		`INSERT INTO outbox (uuid, kind, receive_id, content) VALUES ($1, $2, $3, $4) RETURNING id`, uuid, kind, chat, content).Scan(&id))
+	return id
+}
+
+func waitDelivery(t *testing.T, d *sandbox.Delivery) sandbox.DeliveryResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	res, err := d.Wait(ctx)
+	require.NoError(t, err)
+	return res
+}

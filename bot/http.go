@@ -1,0 +1,177 @@
+package bot
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
+	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
+)
+
+// maxCallbackBody bounds a callback body; Lark events are a few KB.
+const maxCallbackBody = 1 << 20
+
+// EventsHandler serves POST /lark/events (Lark's event subscription request URL).
+func (in *Intake) EventsHandler() http.Handler { return http.HandlerFunc(in.serveCallback) }
+
+// CardsHandler serves POST /lark/cards (the card callback URL). card.action.trigger callbacks
+// carry the same envelope, encryption and signature as events, so both share one handler.
+func (in *Intake) CardsHandler() http.Handler { return http.HandlerFunc(in.serveCallback) }
+
+type envelope struct {
+	Encrypt   string `json:"encrypt"`
+	Type      string `json:"type"`
+	Challenge string `json:"challenge"`
+	Token     string `json:"token"`
+	Header    *struct {
+		EventID   string `json:"event_id"`
+		EventType string `json:"event_type"`
+		Token     string `json:"token"`
+	} `json:"header"`
+}
+
+func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
+	ctx := withTransport(r.Context(), TransportHTTP)
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"msg": "use POST"})
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxCallbackBody+1))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"msg": "read body failed"})
+		return
+	}
+	if len(body) > maxCallbackBody {
+		in.reject(ctx, w, "too_large", "body larger than 1 MiB")
+		return
+	}
+	plain, reason, err := in.authenticate(r, body)
+	if err != nil {
+		in.reject(ctx, w, reason, err.Error())
+		return
+	}
+	var env envelope
+	if err := json.Unmarshal(plain, &env); err != nil {
+		in.reject(ctx, w, "malformed", "body is not a JSON event")
+		return
+	}
+	if env.Type == "url_verification" {
+		// Lark checks the URL once when it is saved: echo the challenge.
+		writeJSON(w, http.StatusOK, map[string]string{"challenge": env.Challenge})
+		return
+	}
+	result, err := in.disp.Do(ctx, plain)
+	var nf *dispatcher.NotFoundEventHandlerErr
+	switch {
+	case errors.As(err, &nf):
+		in.m.eventsReceived.WithLabelValues(TransportHTTP, "ignored").Inc()
+		in.log.DebugContext(ctx, "lark event ignored", "event_type", eventType(env))
+		writeJSON(w, http.StatusOK, map[string]string{"msg": "ignored"})
+	case err != nil:
+		// Not committed: a non-2xx answer makes Lark push the event again.
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"msg": "not processed, retry later"})
+	case result != nil:
+		writeJSON(w, http.StatusOK, result)
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"msg": "success"})
+	}
+}
+
+func eventType(env envelope) string {
+	if env.Header != nil {
+		return env.Header.EventType
+	}
+	return env.Type
+}
+
+// authenticate returns the plaintext event after checking what the configuration allows:
+// with an encrypt key, the body must be encrypted with it and carry a valid signature (Lark
+// does not sign the URL-verification challenge, which the verification token then covers);
+// with a verification token, the token inside the event must match.
+func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, reason string, err error) {
+	plain = body
+	signed := false
+	if in.cfg.EncryptKey != "" {
+		var env struct {
+			Encrypt string `json:"encrypt"`
+		}
+		if json.Unmarshal(body, &env) != nil || env.Encrypt == "" {
+			return nil, "not_encrypted", errors.New("body is not encrypted with the encrypt key")
+		}
+		if sig := r.Header.Get(larkevent.EventSignature); sig != "" {
+			want := larkevent.Signature(r.Header.Get(larkevent.EventRequestTimestamp),
+				r.Header.Get(larkevent.EventRequestNonce), in.cfg.EncryptKey, string(body))
+			if subtle.ConstantTimeCompare([]byte(sig), []byte(want)) != 1 {
+				return nil, "bad_signature", errors.New("signature does not match")
+			}
+			signed = true
+		}
+		p, err := larkevent.EventDecrypt(env.Encrypt, in.cfg.EncryptKey)
+		if err != nil || !json.Valid(p) {
+			return nil, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
+		}
+		plain = p
+	}
+	var env envelope
+	if err := json.Unmarshal(plain, &env); err != nil {
+		return nil, "malformed", errors.New("body is not a JSON event")
+	}
+	if in.cfg.EncryptKey != "" && !signed && env.Type != "url_verification" {
+		return nil, "bad_signature", errors.New("signature missing")
+	}
+	if in.cfg.VerificationToken != "" {
+		tok := env.Token
+		if env.Header != nil {
+			tok = env.Header.Token
+		}
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(in.cfg.VerificationToken)) != 1 {
+			return nil, "bad_token", errors.New("verification token does not match")
+		}
+	} else if env.Type == "url_verification" && !signed {
+		// Nothing vouches for an unsigned challenge without a token; refuse rather than echo.
+		return nil, "bad_token", errors.New("no verification token configured for the URL challenge")
+	}
+	return plain, "", nil
+}
+
+func (in *Intake) reject(ctx context.Context, w http.ResponseWriter, reason, detail string) {
+	in.m.eventsRejected.WithLabelValues(TransportHTTP, reason).Inc()
+	in.log.WarnContext(ctx, "lark callback rejected", "reason", reason, "detail", detail)
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"msg": "rejected: " + reason})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"msg":"encode answer failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// sdkLogger routes the SDK's log lines to slog.
+type sdkLogger struct{ l *slog.Logger }
+
+func (s sdkLogger) Debug(ctx context.Context, args ...any) {
+	s.l.DebugContext(ctx, "lark sdk", "msg", fmt.Sprint(args...))
+}
+func (s sdkLogger) Info(ctx context.Context, args ...any) {
+	s.l.DebugContext(ctx, "lark sdk", "msg", fmt.Sprint(args...))
+}
+func (s sdkLogger) Warn(ctx context.Context, args ...any) {
+	s.l.WarnContext(ctx, "lark sdk", "msg", fmt.Sprint(args...))
+}
+func (s sdkLogger) Error(ctx context.Context, args ...any) {
+	s.l.ErrorContext(ctx, "lark sdk", "msg", fmt.Sprint(args...))
+}
+
+var _ larkcore.Logger = sdkLogger{}

@@ -1,0 +1,370 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher/callback"
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+
+	"loopx/router"
+)
+
+// EventHandler is what intake feeds: the router's two chat entry points. Both must record the
+// event id in the transaction of their effect, return nil for a duplicate without effect, and
+// return an error only when nothing was committed.
+type EventHandler interface {
+	HandleMessage(ctx context.Context, m router.Message) error
+	HandleCardAction(ctx context.Context, a router.CardAction) (router.CardResult, error)
+}
+
+// IntakeOptions tunes an Intake. Zero values take the defaults.
+type IntakeOptions struct {
+	Logger  *slog.Logger
+	Metrics *Metrics
+	Now     func() time.Time
+	// HandlerTimeout bounds one event's handling; it must end inside Lark's 3 s. Default 2.5 s.
+	HandlerTimeout time.Duration
+	// WS tunes the long connection (watchdog); see WSOptions.
+	WS WSOptions
+}
+
+// Intake receives Lark events and card callbacks and hands them to the EventHandler.
+type Intake struct {
+	cfg     Config
+	h       EventHandler
+	log     *slog.Logger
+	m       *Metrics
+	now     func() time.Time
+	timeout time.Duration
+	wsOpts  WSOptions
+	disp    *dispatcher.EventDispatcher
+
+	connected    atomic.Bool
+	lastActivity atomic.Int64 // unix nanos of the last WS event or (re)connect
+}
+
+// ignoredEvents are event types an app commonly subscribes to besides messages. Over WS the SDK
+// acks an unregistered type with code 500, which makes Lark redeliver it for hours; registering
+// them acknowledges and drops them.
+var ignoredEvents = []string{
+	"im.message.message_read_v1",
+	"im.message.reaction.created_v1",
+	"im.message.reaction.deleted_v1",
+	"im.message.recalled_v1",
+	"im.chat.member.bot.added_v1",
+	"im.chat.member.bot.deleted_v1",
+	"im.chat.member.user.added_v1",
+	"im.chat.member.user.deleted_v1",
+	"im.chat.disbanded_v1",
+	"im.chat.updated_v1",
+	"p2p_chat_create",
+	"application.bot.menu_v6",
+}
+
+// NewIntake checks cfg and builds the intake. It starts nothing: mount EventsHandler and
+// CardsHandler for HTTP callbacks, or run RunWS for the long connection.
+func NewIntake(cfg Config, h EventHandler, opts IntakeOptions) (*Intake, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("check lark settings: %w", err)
+	}
+	if h == nil {
+		return nil, errors.New("create intake: event handler is nil")
+	}
+	in := &Intake{cfg: cfg, h: h, log: opts.Logger, m: opts.Metrics, now: opts.Now,
+		timeout: opts.HandlerTimeout, wsOpts: opts.WS.withDefaults()}
+	if in.log == nil {
+		in.log = slog.Default()
+	}
+	if in.m == nil {
+		in.m = NewMetrics(nil)
+	}
+	if in.now == nil {
+		in.now = time.Now
+	}
+	if in.timeout <= 0 {
+		in.timeout = 2500 * time.Millisecond
+	}
+	// The dispatcher only routes: HTTP authentication is done by our own handler (the SDK skips
+	// the token check without an encrypt key), and the WS path carries neither.
+	d := dispatcher.NewEventDispatcher("", "")
+	d.InitConfig(larkevent.WithLogger(sdkLogger{in.log}))
+	d.OnP2MessageReceiveV1(in.onMessage)
+	d.OnP2CardActionTrigger(in.onCardAction)
+	for _, t := range ignoredEvents {
+		d.OnCustomizedEvent(t, in.onIgnored(t))
+	}
+	in.disp = d
+	return in, nil
+}
+
+type transportKey struct{}
+
+func withTransport(ctx context.Context, t string) context.Context {
+	return context.WithValue(ctx, transportKey{}, t)
+}
+
+func transportOf(ctx context.Context) string {
+	if t, ok := ctx.Value(transportKey{}).(string); ok {
+		return t
+	}
+	return TransportWS
+}
+
+func (in *Intake) onIgnored(eventType string) func(context.Context, *larkevent.EventReq) error {
+	return func(ctx context.Context, _ *larkevent.EventReq) error {
+		in.m.eventsReceived.WithLabelValues(transportOf(ctx), "ignored").Inc()
+		in.log.DebugContext(ctx, "lark event ignored", "event_type", eventType)
+		return nil
+	}
+}
+
+func (in *Intake) onMessage(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
+	tr := transportOf(ctx)
+	in.touch()
+	in.m.eventsReceived.WithLabelValues(tr, "message").Inc()
+	msg, err := convertMessage(ev)
+	if err != nil {
+		// A payload we cannot read will not improve on redelivery: acknowledge and drop it.
+		in.m.eventsRejected.WithLabelValues(tr, "malformed").Inc()
+		in.log.WarnContext(ctx, "lark message event dropped", "err", err)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	start := in.now()
+	if err := in.h.HandleMessage(ctx, msg); err != nil {
+		in.m.eventsFailed.WithLabelValues(tr, "message").Inc()
+		in.log.ErrorContext(ctx, "lark message not handled; lark will redeliver",
+			"event_id", msg.EventID, "message_id", msg.MessageID, "err", err)
+		return fmt.Errorf("handle message %s: %w", msg.MessageID, err)
+	}
+	in.m.handleSeconds.WithLabelValues("message").Observe(in.now().Sub(start).Seconds())
+	return nil
+}
+
+func (in *Intake) onCardAction(ctx context.Context, ev *callback.CardActionTriggerEvent) (*callback.CardActionTriggerResponse, error) {
+	tr := transportOf(ctx)
+	in.touch()
+	in.m.eventsReceived.WithLabelValues(tr, "card").Inc()
+	act, err := convertCardAction(ev)
+	if err != nil {
+		in.m.eventsRejected.WithLabelValues(tr, "malformed").Inc()
+		in.log.WarnContext(ctx, "lark card action dropped", "err", err)
+		return &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "error", Content: "This button could not be read; nothing was changed."}}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	start := in.now()
+	res, err := in.h.HandleCardAction(ctx, act)
+	if err != nil {
+		in.m.eventsFailed.WithLabelValues(tr, "card").Inc()
+		in.log.ErrorContext(ctx, "lark card action not handled", "event_id", act.EventID, "err", err)
+		// Lark never re-pushes card callbacks, so an error would only show the user a generic
+		// failure; say what happened instead. Nothing was committed.
+		return &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "error",
+			Content: "LoopX could not record this click (nothing changed). Please try again."}}, nil
+	}
+	in.m.handleSeconds.WithLabelValues("card").Observe(in.now().Sub(start).Seconds())
+	return cardResponse(res), nil
+}
+
+// cardResponse turns the router's answer into Lark's: never nil, a raw card only when the
+// router returned valid JSON.
+func cardResponse(res router.CardResult) *callback.CardActionTriggerResponse {
+	out := &callback.CardActionTriggerResponse{}
+	if res.Toast != "" {
+		kind := res.ToastKind
+		switch kind {
+		case "success", "info", "warning", "error":
+		default:
+			kind = "info"
+		}
+		out.Toast = &callback.Toast{Type: kind, Content: res.Toast}
+	}
+	if len(res.Card) > 0 && json.Valid(res.Card) {
+		out.Card = &callback.Card{Type: "raw", Data: json.RawMessage(res.Card)}
+	}
+	return out
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// convertMessage turns the SDK event into the router's message: plain text for text and post
+// messages (post flattened to its text runs), mentions as placeholders plus a list, and bot
+// senders marked.
+func convertMessage(ev *larkim.P2MessageReceiveV1) (router.Message, error) {
+	if ev == nil || ev.Event == nil || ev.Event.Message == nil {
+		return router.Message{}, errors.New("event has no message")
+	}
+	var m router.Message
+	if ev.EventV2Base != nil && ev.EventV2Base.Header != nil {
+		m.EventID = ev.EventV2Base.Header.EventID
+	}
+	msg := ev.Event.Message
+	m.MessageID = str(msg.MessageId)
+	if m.EventID == "" {
+		// Lark's docs name message_id as the stable key when event ids differ between pushes.
+		m.EventID = "msg:" + m.MessageID
+	}
+	if m.MessageID == "" {
+		return router.Message{}, errors.New("message_id is empty")
+	}
+	m.ChatID = str(msg.ChatId)
+	m.ChatType = router.ChatType(str(msg.ChatType))
+	m.RootID = str(msg.RootId)
+	m.ParentID = str(msg.ParentId)
+	m.ThreadID = str(msg.ThreadId)
+	if ms, err := strconv.ParseInt(str(msg.CreateTime), 10, 64); err == nil {
+		m.At = time.UnixMilli(ms).UTC()
+	}
+	if s := ev.Event.Sender; s != nil {
+		if s.SenderId != nil {
+			m.SenderID = str(s.SenderId.OpenId)
+		}
+		st := str(s.SenderType)
+		m.SenderIsBot = st == "app" || st == "bot"
+	}
+	for _, mn := range msg.Mentions {
+		if mn == nil {
+			continue
+		}
+		x := router.Mention{Key: str(mn.Key), Name: str(mn.Name)}
+		if mn.Id != nil {
+			x.OpenID = str(mn.Id.OpenId)
+		}
+		m.Mentions = append(m.Mentions, x)
+	}
+	text, err := contentText(str(msg.MessageType), str(msg.Content))
+	if err != nil {
+		return router.Message{}, fmt.Errorf("read content of %s: %w", m.MessageID, err)
+	}
+	m.Text = text
+	return m, nil
+}
+
+// contentText extracts the text a person typed. Other message types (images, files, stickers)
+// carry no text; they become "" and the router answers them as it sees fit.
+func contentText(msgType, content string) (string, error) {
+	switch msgType {
+	case "text":
+		var c struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal([]byte(content), &c); err != nil {
+			return "", fmt.Errorf("text content is not JSON: %w", err)
+		}
+		return c.Text, nil
+	case "post":
+		return postText(content)
+	default:
+		return "", nil
+	}
+}
+
+// postText flattens a rich-text post: the title, then each paragraph's text, link and mention
+// runs joined, paragraphs on separate lines. Received posts are either {"title","content"} or
+// keyed by language ({"zh_cn":{...}}).
+func postText(content string) (string, error) {
+	type run struct {
+		Tag      string `json:"tag"`
+		Text     string `json:"text"`
+		Href     string `json:"href"`
+		UserID   string `json:"user_id"`
+		UserName string `json:"user_name"`
+	}
+	type post struct {
+		Title   string  `json:"title"`
+		Content [][]run `json:"content"`
+	}
+	var p post
+	if err := json.Unmarshal([]byte(content), &p); err != nil {
+		return "", fmt.Errorf("post content is not JSON: %w", err)
+	}
+	if p.Title == "" && p.Content == nil {
+		var byLang map[string]post
+		if err := json.Unmarshal([]byte(content), &byLang); err == nil {
+			for _, lang := range []string{"zh_cn", "en_us", "ja_jp"} {
+				if q, ok := byLang[lang]; ok {
+					p = q
+					break
+				}
+			}
+			if p.Content == nil {
+				for _, q := range byLang {
+					p = q
+					break
+				}
+			}
+		}
+	}
+	var lines []string
+	if p.Title != "" {
+		lines = append(lines, p.Title)
+	}
+	for _, para := range p.Content {
+		var b strings.Builder
+		for _, r := range para {
+			switch r.Tag {
+			case "text", "a", "md":
+				b.WriteString(r.Text)
+			case "at":
+				// Received posts carry the placeholder in user_id (e.g. @_user_1), like text.
+				if r.UserID != "" {
+					b.WriteString(r.UserID)
+				} else {
+					b.WriteString("@" + r.UserName)
+				}
+			case "code_block":
+				b.WriteString(r.Text)
+			}
+		}
+		lines = append(lines, b.String())
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n")), nil
+}
+
+// convertCardAction reads a card.action.trigger callback. Over WS operator.user_id may be
+// missing, so only open ids are used; the chat comes from context.open_chat_id.
+func convertCardAction(ev *callback.CardActionTriggerEvent) (router.CardAction, error) {
+	if ev == nil || ev.Event == nil {
+		return router.CardAction{}, errors.New("callback has no event")
+	}
+	var a router.CardAction
+	if ev.EventV2Base != nil && ev.EventV2Base.Header != nil {
+		a.EventID = ev.EventV2Base.Header.EventID
+	}
+	if ev.Event.Operator != nil {
+		a.OperatorID = ev.Event.Operator.OpenID
+	}
+	if a.OperatorID == "" {
+		return router.CardAction{}, errors.New("card action has no operator open_id")
+	}
+	a.Token = ev.Event.Token
+	if c := ev.Event.Context; c != nil {
+		a.ChatID = c.OpenChatID
+		a.MessageID = c.OpenMessageID
+	}
+	if ev.Event.Action != nil {
+		a.Value = ev.Event.Action.Value
+	}
+	if a.EventID == "" {
+		a.EventID = "card:" + a.Token
+	}
+	return a, nil
+}

@@ -1,0 +1,59 @@
+package bot
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the bot's Prometheus series. Create one per process with NewMetrics and share it
+// between the intake and the sender.
+type Metrics struct {
+	eventsReceived *prometheus.CounterVec   // transport, kind (message|card|ignored)
+	eventsRejected *prometheus.CounterVec   // transport, reason
+	eventsFailed   *prometheus.CounterVec   // transport, kind: handler errors (Lark redelivers)
+	handleSeconds  *prometheus.HistogramVec // kind
+	wsReconnects   prometheus.Counter
+	sent           *prometheus.CounterVec // kind
+	sendErrors     *prometheus.CounterVec // code (Lark code, "transport" or "refused")
+	sendFailed     *prometheus.CounterVec // code: rows given up on
+	lag            prometheus.Histogram   // commit to sent
+}
+
+// NewMetrics creates the series and registers them on reg (nil: unregistered, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		eventsReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopx_lark_events_received_total", Help: "Lark events and card callbacks received, by transport and kind.",
+		}, []string{"transport", "kind"}),
+		eventsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopx_lark_events_rejected_total", Help: "Lark callbacks refused (signature, token, decryption, malformed), by transport and reason.",
+		}, []string{"transport", "reason"}),
+		eventsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopx_lark_events_failed_total", Help: "Lark events whose handling failed and was left for redelivery.",
+		}, []string{"transport", "kind"}),
+		handleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "loopx_lark_event_handle_seconds", Help: "Time from receipt to acknowledgement of a Lark event.",
+			Buckets: []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"kind"}),
+		wsReconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "loopx_lark_ws_reconnects_total", Help: "Lark long-connection reconnects (SDK reconnects and watchdog restarts).",
+		}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopx_outbox_sent_total", Help: "Outbox rows delivered to Lark, by kind.",
+		}, []string{"kind"}),
+		sendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopx_outbox_send_errors_total", Help: "Failed Lark send attempts, by Lark code.",
+		}, []string{"code"}),
+		sendFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopx_outbox_failed_total", Help: "Outbox rows given up on, by Lark code.",
+		}, []string{"code"}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "loopx_outbox_lag_seconds", Help: "Time from outbox commit to Lark accepting the message.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.eventsReceived, m.eventsRejected, m.eventsFailed, m.handleSeconds,
+			m.wsReconnects, m.sent, m.sendErrors, m.sendFailed, m.lag)
+	}
+	return m
+}

@@ -1,0 +1,481 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sethvargo/go-retry"
+)
+
+// OutboxMessage is one claimed outbox row to deliver.
+type OutboxMessage struct {
+	ID            int64
+	UUID          string // Lark's send dedupe key (≤ 50 chars)
+	Kind          string // "text", "card", "card_update", "reaction"
+	ReceiveIDType string // "chat_id" or "open_id"
+	ReceiveID     string
+	ReplyTo       string
+	ReplyInThread bool
+	TargetMessage string // patch / reaction target (resolved for card updates)
+	Content       string
+	Attempts      int
+	CreatedAt     time.Time
+}
+
+// Outbox is the sender's view of the outbox table (implemented over the store by cmd/loopx).
+type Outbox interface {
+	// Claim takes up to limit due rows for owner until the lease ends: at most one per chat,
+	// each the oldest unsent row of its chat.
+	Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]OutboxMessage, error)
+	// MarkSent records the Lark message id ("" for reactions).
+	MarkSent(ctx context.Context, id int64, larkMessageID string) error
+	// MarkFailed gives up on the row, keeping Lark's code and a readable reason.
+	MarkFailed(ctx context.Context, id int64, owner string, code int, reason string) error
+	// Retry releases the row, due again after the delay.
+	Retry(ctx context.Context, id int64, owner string, after time.Duration, code int, reason string, countAttempt bool) error
+	// Release hands back every row owner holds.
+	Release(ctx context.Context, owner string) error
+	// NextDue tells how long until the next pending row is due; ok=false when none is pending.
+	NextDue(ctx context.Context) (wait time.Duration, ok bool, err error)
+	// Listen calls wake on every outbox insert notification until ctx ends or it fails.
+	Listen(ctx context.Context, wake func()) error
+}
+
+// Limiter is the send budget shared by every replica.
+type Limiter interface {
+	// Take reserves one send to chat (and one from the app's budget): 0 means send now,
+	// otherwise wait that long and ask again; nothing is reserved then.
+	Take(ctx context.Context, chat string) (time.Duration, error)
+}
+
+// RateLimits are Lark's send limits the Limiter enforces.
+type RateLimits struct {
+	PerChat int           // sends per Window to one chat (Lark: 5/s)
+	PerApp  int           // sends per Window for the app (Lark: 50/s)
+	Window  time.Duration // 1 s in production; tests may shrink it together with the sandbox's
+}
+
+// DefaultRateLimits are Lark's documented limits.
+var DefaultRateLimits = RateLimits{PerChat: 5, PerApp: 50, Window: time.Second}
+
+// Spacing converts the limits to cell-rate parameters with a safety margin: a chat gets one send
+// per Window/(PerChat-1) with no burst (4/s for Lark's 5/s, so network jitter cannot make any
+// sliding second see 6), and the app one per Window/(0.8·PerApp) with a burst of 5 (at most
+// 45 in any second for Lark's 50).
+func (r RateLimits) Spacing() (chatInterval time.Duration, appInterval time.Duration, appBurst int) {
+	if r.Window <= 0 {
+		r = DefaultRateLimits
+	}
+	perChat := max(r.PerChat-1, 1)
+	chatInterval = r.Window / time.Duration(perChat)
+	perApp := max(r.PerApp*8/10, 1)
+	appInterval = r.Window / time.Duration(perApp)
+	appBurst = max(min(5, r.PerApp/10), 1)
+	return chatInterval, appInterval, appBurst
+}
+
+// Size limits Lark enforces on content.
+const (
+	maxTextBytes = 150 * 1024
+	maxCardBytes = 30 * 1024
+)
+
+// SenderOptions tunes a Sender. Zero values take the defaults.
+type SenderOptions struct {
+	Owner   string // claim owner name, unique per replica (required)
+	Logger  *slog.Logger
+	Metrics *Metrics
+	Now     func() time.Time
+	// Concurrency is how many chats are served at once. Default 8.
+	Concurrency int
+	// Lease is how long a claim lasts before another sender may take the row. Default 30 s.
+	Lease time.Duration
+	// Poll is the fallback wake-up when no notification arrives. Default 2 s.
+	Poll time.Duration
+	// MaxAttempts before a row failing with transient errors is given up. Default 12.
+	MaxAttempts int
+	// Grace is how long in-flight sends may finish after shutdown starts. Default 3 s.
+	Grace time.Duration
+	// RetryBase is the first in-process backoff after a 5xx or timeout. Default 200 ms.
+	RetryBase time.Duration
+}
+
+// Sender delivers outbox rows to Lark.
+type Sender struct {
+	cli  *Client
+	ob   Outbox
+	lim  Limiter
+	opt  SenderOptions
+	log  *slog.Logger
+	m    *Metrics
+	now  func() time.Time
+	wake chan struct{}
+}
+
+// NewSender builds a sender; Run starts it.
+func NewSender(cli *Client, ob Outbox, lim Limiter, opts SenderOptions) (*Sender, error) {
+	if cli == nil || ob == nil || lim == nil {
+		return nil, errors.New("create sender: client, outbox and limiter are required")
+	}
+	if opts.Owner == "" {
+		return nil, errors.New("create sender: Owner is empty; give each replica a unique name")
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 30 * time.Second
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 2 * time.Second
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 12
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 3 * time.Second
+	}
+	if opts.RetryBase <= 0 {
+		opts.RetryBase = 200 * time.Millisecond
+	}
+	s := &Sender{cli: cli, ob: ob, lim: lim, opt: opts, log: opts.Logger, m: opts.Metrics, now: opts.Now,
+		wake: make(chan struct{}, 1)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.m == nil {
+		s.m = NewMetrics(nil)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+func (s *Sender) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run delivers until ctx ends, then lets in-flight sends finish within Grace and releases every
+// claim this sender still holds. It returns nil after a clean stop.
+func (s *Sender) Run(ctx context.Context) error {
+	// Sends run on a context that outlives ctx by Grace, so a shutdown does not cut a request
+	// Lark may already have accepted (the uuid would cover it, but the row would be re-sent).
+	sendCtx, stopSends := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSends()
+
+	var listeners sync.WaitGroup
+	listeners.Go(func() { s.listen(ctx) })
+	defer listeners.Wait()
+
+	sem := make(chan struct{}, s.opt.Concurrency)
+	var inflight sync.WaitGroup
+	for ctx.Err() == nil {
+		free := s.opt.Concurrency - len(sem)
+		var claims []OutboxMessage
+		if free > 0 {
+			var err error
+			claims, err = s.ob.Claim(ctx, s.opt.Owner, free, s.opt.Lease)
+			if err != nil && ctx.Err() == nil {
+				s.log.ErrorContext(ctx, "claim outbox rows", "err", err)
+			}
+		}
+		for _, c := range claims {
+			sem <- struct{}{}
+			inflight.Go(func() {
+				defer func() { <-sem; s.poke() }()
+				s.deliver(sendCtx, c)
+			})
+		}
+		if len(claims) > 0 && len(claims) == free {
+			continue // there may be more due right now
+		}
+		s.sleep(ctx, free)
+	}
+
+	done := make(chan struct{})
+	go func() { inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.opt.Grace):
+		s.log.Warn("outbox sends still running at shutdown deadline; cancelling them")
+		stopSends()
+		<-done
+	}
+	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := s.ob.Release(relCtx, s.opt.Owner); err != nil {
+		return fmt.Errorf("release outbox claims: %w", err)
+	}
+	return nil
+}
+
+// sleep waits for a notification, a slot freeing up, the next due row, or the fallback poll.
+func (s *Sender) sleep(ctx context.Context, free int) {
+	wait := s.opt.Poll
+	if free > 0 {
+		if d, ok, err := s.ob.NextDue(ctx); err == nil && ok {
+			wait = min(wait, max(d, 5*time.Millisecond))
+		}
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-s.wake:
+	case <-t.C:
+	}
+}
+
+func (s *Sender) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.ob.Listen(ctx, s.poke)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.WarnContext(ctx, "outbox listener stopped; the sender polls until it is back", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// sendError is a refusal or failure with Lark's code when there is one.
+type sendError struct {
+	code   int
+	reason string
+}
+
+// deliver sends one row and records the outcome. It never returns an error: every path ends in
+// MarkSent, MarkFailed or Retry (or, if the database is down, the lease running out).
+func (s *Sender) deliver(ctx context.Context, c OutboxMessage) {
+	log := s.log.With("outbox_id", c.ID, "kind", c.Kind, "chat", c.ReceiveID)
+	msgType, content, serr := prepare(c)
+	if serr != nil {
+		s.fail(ctx, log, c, serr.code, serr.reason)
+		return
+	}
+	res, err := s.send(ctx, c, msgType, content, c.ReplyTo)
+	if err == nil && c.ReplyTo != "" && isRecalledCode(res.Code) {
+		// The message we were answering is gone: say it in the chat instead.
+		log.InfoContext(ctx, "reply target recalled; sending as a new message", "reply_to", c.ReplyTo, "code", res.Code)
+		res, err = s.send(ctx, c, msgType, content, "")
+	}
+	switch {
+	case errors.Is(err, errRateWait):
+		s.retry(ctx, log, c, res.retryAfter(time.Second), codeRateLimited, "waiting for the send budget", false)
+	case err != nil:
+		s.m.sendErrors.WithLabelValues("transport").Inc()
+		s.retryOrFail(ctx, log, c, 0, err.Error())
+	case res.Code == 0:
+		if err := s.ob.MarkSent(ctx, c.ID, res.MessageID); err != nil {
+			log.ErrorContext(ctx, "record sent outbox row", "err", err)
+			return
+		}
+		s.m.sent.WithLabelValues(c.Kind).Inc()
+		s.m.lag.Observe(s.now().Sub(c.CreatedAt).Seconds())
+	default:
+		s.m.sendErrors.WithLabelValues(strconv.Itoa(res.Code)).Inc()
+		switch {
+		case isRateCode(res.Code) || res.HTTPStatus == 429:
+			s.retry(ctx, log, c, res.retryAfter(time.Second), res.Code, "lark rate limit: "+res.Msg, false)
+		case isTokenCode(res.Code) || res.HTTPStatus >= 500:
+			s.retryOrFail(ctx, log, c, res.Code, res.Msg)
+		default:
+			s.fail(ctx, log, c, res.Code, permanentReason(res))
+		}
+	}
+}
+
+var errRateWait = errors.New("send budget exhausted for now")
+
+// send takes a slot and calls Lark, retrying 5xx answers and transport errors with backoff.
+func (s *Sender) send(ctx context.Context, c OutboxMessage, msgType, content, replyTo string) (apiResult, error) {
+	var res apiResult
+	b := retry.WithMaxRetries(3, retry.WithCappedDuration(2*time.Second, retry.WithJitterPercent(20, retry.NewExponential(s.opt.RetryBase))))
+	err := retry.Do(ctx, b, func(ctx context.Context) error {
+		if err := s.takeSlot(ctx, c); err != nil {
+			return err
+		}
+		var err error
+		res, err = s.call(ctx, c, msgType, content, replyTo)
+		if err != nil {
+			s.m.sendErrors.WithLabelValues("transport").Inc()
+			var te *errToken
+			if errors.As(err, &te) {
+				return err
+			}
+			return retry.RetryableError(err)
+		}
+		if res.HTTPStatus >= 500 && !isRateCode(res.Code) {
+			s.m.sendErrors.WithLabelValues(strconv.Itoa(res.Code)).Inc()
+			return retry.RetryableError(fmt.Errorf("lark answered HTTP %d code %d: %s", res.HTTPStatus, res.Code, res.Msg))
+		}
+		return nil
+	})
+	if err != nil && res.HTTPStatus >= 500 {
+		// Retries used up on 5xx: hand the last answer back so deliver can reschedule it.
+		return res, nil
+	}
+	return res, err
+}
+
+// takeSlot waits for the shared budget, for at most a quarter of the lease; beyond that the row
+// is handed back (errRateWait) rather than holding a claim idle.
+func (s *Sender) takeSlot(ctx context.Context, c OutboxMessage) error {
+	deadline := s.now().Add(s.opt.Lease / 4)
+	for {
+		wait, err := s.lim.Take(ctx, c.ReceiveID)
+		if err != nil {
+			return retry.RetryableError(fmt.Errorf("take send slot: %w", err))
+		}
+		if wait == 0 {
+			return nil
+		}
+		if s.now().Add(wait).After(deadline) {
+			return errRateWait
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Sender) call(ctx context.Context, c OutboxMessage, msgType, content, replyTo string) (apiResult, error) {
+	switch c.Kind {
+	case "card_update":
+		return s.cli.patchCard(ctx, c.TargetMessage, content)
+	case "reaction":
+		return s.cli.addReaction(ctx, c.TargetMessage, c.Content)
+	}
+	if replyTo != "" {
+		return s.cli.replyMessage(ctx, replyTo, msgType, content, c.ReplyInThread, c.UUID)
+	}
+	idType := c.ReceiveIDType
+	if idType == "" {
+		idType = "chat_id"
+	}
+	return s.cli.createMessage(ctx, idType, c.ReceiveID, msgType, content, c.UUID)
+}
+
+func (s *Sender) retryOrFail(ctx context.Context, log *slog.Logger, c OutboxMessage, code int, reason string) {
+	if c.Attempts+1 >= s.opt.MaxAttempts {
+		s.fail(ctx, log, c, code, fmt.Sprintf("gave up after %d attempts: %s", c.Attempts+1, reason))
+		return
+	}
+	// Exponential per attempt, capped at 5 minutes: 1 s, 2 s, 4 s, ...
+	after := min(time.Second<<min(c.Attempts, 9), 5*time.Minute)
+	s.retry(ctx, log, c, after, code, reason, true)
+}
+
+func (s *Sender) retry(ctx context.Context, log *slog.Logger, c OutboxMessage, after time.Duration, code int, reason string, count bool) {
+	log.DebugContext(ctx, "outbox send rescheduled", "after", after, "code", code, "reason", reason)
+	if err := s.ob.Retry(ctx, c.ID, s.opt.Owner, after, code, reason, count); err != nil {
+		log.ErrorContext(ctx, "reschedule outbox row", "err", err)
+	}
+}
+
+func (s *Sender) fail(ctx context.Context, log *slog.Logger, c OutboxMessage, code int, reason string) {
+	s.m.sendFailed.WithLabelValues(strconv.Itoa(code)).Inc()
+	log.WarnContext(ctx, "outbox row failed for good", "code", code, "reason", reason)
+	if err := s.ob.MarkFailed(ctx, c.ID, s.opt.Owner, code, reason); err != nil {
+		log.ErrorContext(ctx, "mark outbox row failed", "err", err)
+	}
+}
+
+func isRateCode(code int) bool {
+	return code == codeRateLimited || code == codeChatRateLimited || code == codeServiceRateLimited
+}
+
+func isRecalledCode(code int) bool {
+	return code == codeReplyRecalled || code == codeReplyGone || code == codeReplyNotInChat
+}
+
+func permanentReason(res apiResult) string {
+	switch res.Code {
+	case codeBotNotInChat:
+		return "the bot is not in this chat (230002): add the bot to the chat"
+	case codeScopeMissing:
+		return "the app lacks a permission (99991672): " + res.Msg + "; enable the scope in the developer console and publish a new version"
+	case codeBadRequest:
+		return "Lark refused the message as invalid (230001): " + res.Msg
+	}
+	return fmt.Sprintf("lark code %d (HTTP %d): %s", res.Code, res.HTTPStatus, res.Msg)
+}
+
+// prepare checks the row and renders the request content. Refusals name the limit broken.
+func prepare(c OutboxMessage) (msgType, content string, _ *sendError) {
+	if len(c.UUID) > 50 {
+		return "", "", &sendError{reason: fmt.Sprintf("uuid is %d characters; Lark accepts at most 50", len(c.UUID))}
+	}
+	switch c.Kind {
+	case "text":
+		if c.Content == "" {
+			return "", "", &sendError{reason: "text is empty"}
+		}
+		b, _ := json.Marshal(map[string]string{"text": c.Content})
+		if len(b) > maxTextBytes {
+			return "", "", &sendError{reason: fmt.Sprintf("text is %d bytes; Lark accepts at most 150 KB", len(b))}
+		}
+		return "text", string(b), nil
+	case "card", "card_update":
+		card, err := withUpdateMulti(c.Content)
+		if err != nil {
+			return "", "", &sendError{reason: "card is not valid JSON: " + err.Error()}
+		}
+		if len(card) > maxCardBytes {
+			return "", "", &sendError{reason: fmt.Sprintf("card is %d bytes; Lark accepts at most 30 KB", len(card))}
+		}
+		if c.Kind == "card_update" && c.TargetMessage == "" {
+			return "", "", &sendError{reason: "card update has no target: the card it updates was never sent"}
+		}
+		return "interactive", card, nil
+	case "reaction":
+		if c.TargetMessage == "" || c.Content == "" {
+			return "", "", &sendError{reason: "reaction needs a target message and an emoji type"}
+		}
+		return "", c.Content, nil
+	}
+	return "", "", &sendError{reason: fmt.Sprintf("unknown outbox kind %q", c.Kind)}
+}
+
+// withUpdateMulti sets config.update_multi so every card we send can later be patched in
+// place for everyone in the chat (Lark requires it before and after the update).
+func withUpdateMulti(card string) (string, error) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(card), &m); err != nil {
+		return "", err
+	}
+	if m == nil {
+		return "", errors.New("card is null")
+	}
+	cfg, _ := m["config"].(map[string]any)
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	if v, ok := cfg["update_multi"].(bool); ok && v {
+		return card, nil
+	}
+	cfg["update_multi"] = true
+	m["config"] = cfg
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
