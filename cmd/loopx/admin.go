@@ -1,0 +1,190 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"loopx/store"
+)
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print the loopx version",
+		Example: `  loopx version --format json`,
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if a.format == "json" {
+				writeJSONTo(a.stdout, map[string]string{"version": version, "go": runtime.Version()})
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "loopx %s (%s)\n", version, runtime.Version())
+			return nil
+		},
+	}
+}
+
+func (a *app) migrateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations (loopx serve also does this at start)",
+		Long: `Apply every embedded migration not yet applied to DATABASE_URL (or the private cluster
+under LOOPX_HOME when DATABASE_URL is unset), under a database lock.`,
+		Example: `  DATABASE_URL=postgres://loopx@db/loopx loopx migrate`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(a.getenv)
+			if err != nil {
+				return usageError{fmt.Errorf("load config: %w", err)}
+			}
+			ctx := cmd.Context()
+			logger := newLogger(a.stderr, cfg.LogFormat, cfg.LogLevel)
+			url, stopDB, err := openDatabase(ctx, cfg, logger)
+			if err != nil {
+				return err
+			}
+			defer stopDB()
+			pool, err := store.Open(ctx, url)
+			if err != nil {
+				return fmt.Errorf("connect to database: %w", err)
+			}
+			defer pool.Close()
+			if err := store.Migrate(ctx, pool); err != nil {
+				return err
+			}
+			cur, latest, err := store.MigrationStatus(ctx, pool)
+			if err != nil {
+				return err
+			}
+			if a.format == "json" {
+				writeJSONTo(a.stdout, map[string]int64{"current": cur, "latest": latest})
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "migrations applied: version %d (latest %d)\n", cur, latest)
+			return nil
+		},
+	}
+}
+
+// check is one line of `loopx doctor`.
+type check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// doctorHooks are extra checks other areas add (one line each), e.g. the Lark connection.
+func doctorHooks() []func(ctx context.Context, getenv func(string) string) check {
+	return []func(ctx context.Context, getenv func(string) string) check{
+		larkSettingsCheck,
+	}
+}
+
+func (a *app) doctorCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the server, database, migrations, token and Lark settings",
+		Long: `Check, through the server at LOOPX_URL: the server answers; its database is reachable and
+its migrations are current; LOOPX_TOKEN is valid; and the Lark settings are present (or the
+server runs the sandbox). Exits 0 when every check passes, 1 when one fails, 3 when the
+server cannot be reached.`,
+		Example: `  loopx doctor
+  LOOPX_URL=https://loopx.example LOOPX_TOKEN=... loopx doctor --format json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, err := a.newClient()
+			if err != nil {
+				return err
+			}
+			var checks []check
+			hc := &http.Client{Timeout: 5 * time.Second}
+			get := func(path string) (int, []byte, error) {
+				resp, err := hc.Get(c.base + path)
+				if err != nil {
+					return 0, nil, err
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+				return resp.StatusCode, b, nil
+			}
+			code, _, err := get("/healthz")
+			if err != nil {
+				return unreachableError{fmt.Errorf("reach loopx server at %s: %w (is loopx serve running?)", c.base, err)}
+			}
+			checks = append(checks, check{Name: "server", OK: code == http.StatusOK, Detail: fmt.Sprintf("%s/healthz answered %d", c.base, code)})
+
+			code, body, err := get("/readyz")
+			var rz struct {
+				Database   string `json:"database"`
+				Migrations struct {
+					Current int64 `json:"current"`
+					Latest  int64 `json:"latest"`
+				} `json:"migrations"`
+			}
+			if err == nil {
+				_ = json.Unmarshal(body, &rz)
+			}
+			checks = append(checks,
+				check{Name: "database", OK: err == nil && rz.Database == "ok", Detail: "database " + cmp.Or(rz.Database, "unknown")},
+				check{Name: "migrations", OK: err == nil && code == http.StatusOK && rz.Migrations.Current == rz.Migrations.Latest,
+					Detail: fmt.Sprintf("version %d of %d", rz.Migrations.Current, rz.Migrations.Latest)})
+
+			raw, err := c.call(ctx, http.MethodGet, "/v1/whoami", nil, nil)
+			tok := check{Name: "token", OK: err == nil}
+			if err != nil {
+				tok.Detail = err.Error()
+			} else {
+				tok.Detail = "valid: " + strings.TrimSpace(string(raw))
+			}
+			checks = append(checks, tok)
+			for _, h := range doctorHooks() {
+				checks = append(checks, h(ctx, a.getenv))
+			}
+
+			failed := 0
+			for _, ch := range checks {
+				if !ch.OK {
+					failed++
+				}
+			}
+			if a.format == "json" {
+				writeJSONTo(a.stdout, map[string]any{"ok": failed == 0, "checks": checks})
+			} else {
+				for _, ch := range checks {
+					mark := "ok  "
+					if !ch.OK {
+						mark = "FAIL"
+					}
+					fmt.Fprintf(a.stdout, "%s %-11s %s\n", mark, ch.Name, ch.Detail)
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("doctor: %d of %d checks failed", failed, len(checks))
+			}
+			return nil
+		},
+	}
+}
+
+// larkSettingsCheck passes when the Lark app is configured, or when it is not (the server
+// then runs the sandbox emulator); it fails on a half configuration.
+func larkSettingsCheck(_ context.Context, getenv func(string) string) check {
+	id, secret := getenv("LARK_APP_ID"), getenv("LARK_APP_SECRET")
+	switch {
+	case id == "" && secret == "":
+		return check{Name: "lark", OK: true, Detail: "no LARK_APP_ID: the server runs the sandbox Lark emulator (loopx chat)"}
+	case id == "" || secret == "":
+		return check{Name: "lark", OK: false, Detail: "set both LARK_APP_ID and LARK_APP_SECRET (or neither, for the sandbox)"}
+	}
+	return check{Name: "lark", OK: true, Detail: "Lark app " + id + " configured"}
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"loopx/router/api"
+)
+
+func (a *app) quotaCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "quota",
+		Short: "Ask whether to run a turn, spend a slot, show quota",
+		Example: `  loopx quota should-run --goal-id demo --agent-id codex --turn-instance-id t-42 --begin-turn --format json
+  loopx quota spend-slot --goal-id demo --agent-id codex --turn-instance-id t-42 --todo-id 7
+  loopx quota status --goal-id demo --agent-id codex`,
+	}
+	var goal string
+	goalFlag := func(c *cobra.Command) {
+		c.Flags().StringVar(&goal, "goal-id", "", "goal id")
+		_ = c.MarkFlagRequired("goal-id")
+	}
+
+	var sr api.ShouldRunBody
+	shouldRun := &cobra.Command{
+		Use:   "should-run",
+		Short: "Decide whether the agent should act now (records the decision)",
+		Long: `Answer run or skip with the state, reason, selected todo, inbox, quota, gates and a
+scheduler hint. With --turn-instance-id the answer carries a heartbeat receipt and the same id
+replays it. With --begin-turn a run decision opens the turn (with a lease) at once.`,
+		Example: `  loopx quota should-run --goal-id demo --agent-id codex --format json
+  loopx quota should-run --goal-id demo --agent-id codex --turn-instance-id t-42 --begin-turn`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return a.call(c, http.MethodPost, goalPath(goal, "should-run"), nil, sr, printDecision)
+		},
+	}
+	goalFlag(shouldRun)
+	shouldRun.Flags().StringVar(&sr.AgentID, "agent-id", "", "agent asking")
+	shouldRun.Flags().StringVar(&sr.TurnInstanceID, "turn-instance-id", "", "the host's id for this turn; the same id replays the same answer")
+	shouldRun.Flags().BoolVar(&sr.BeginTurn, "begin-turn", false, "open the turn now when the answer is run")
+	shouldRun.Flags().IntVar(&sr.LeaseSeconds, "lease-seconds", 0, "lease of the opened turn (default 30 minutes)")
+
+	var sp api.SpendBody
+	spend := &cobra.Command{
+		Use:   "spend-slot",
+		Short: "Debit one quota slot for a turn that ran (exactly once per turn)",
+		Long: `Debit one slot for the turn. A retry returns the same receipt; a spend for a turn that
+was skipped, is unknown or was already settled differently is refused (exit 1).`,
+		Example: `  loopx quota spend-slot --goal-id demo --agent-id codex --turn-instance-id t-42 --todo-id 7`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return a.call(c, http.MethodPost, goalPath(goal, "spend-slot"), nil, sp, nil)
+		},
+	}
+	goalFlag(spend)
+	spend.Flags().StringVar(&sp.AgentID, "agent-id", "", "agent whose turn ran")
+	spend.Flags().StringVar(&sp.TurnInstanceID, "turn-instance-id", "", "the turn that ran")
+	_ = spend.MarkFlagRequired("turn-instance-id")
+	spend.Flags().Int64Var(&sp.TodoID, "todo-id", 0, "the todo the turn worked on")
+
+	var agent string
+	status := &cobra.Command{
+		Use:     "status",
+		Short:   "Show the current decision and quota without recording anything",
+		Example: `  loopx quota status --goal-id demo --agent-id codex --format json`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if agent != "" {
+				q.Set("agent_id", agent)
+			}
+			return a.call(c, http.MethodGet, goalPath(goal, "quota"), q, nil, printDecision)
+		},
+	}
+	goalFlag(status)
+	status.Flags().StringVar(&agent, "agent-id", "", "agent")
+
+	cmd.AddCommand(shouldRun, spend, status)
+	return cmd
+}
+
+func printDecision(w io.Writer, raw json.RawMessage) error {
+	var d struct {
+		Decision        string `json:"decision"`
+		State           string `json:"state"`
+		Reason          string `json:"reason"`
+		Message         string `json:"message"`
+		EffectiveAction string `json:"effective_action"`
+		SelectedTodo    *struct {
+			ID   int64  `json:"todo_id"`
+			Text string `json:"text"`
+		} `json:"selected_todo"`
+		Quota struct {
+			WindowHours  int     `json:"window_hours"`
+			AllowedSlots int     `json:"allowed_slots"`
+			SpentSlots   int     `json:"spent_slots"`
+			NextEligible *string `json:"next_eligible_at"`
+		} `json:"quota"`
+		Hint struct {
+			Action   string `json:"action"`
+			Interval int    `json:"interval_minutes"`
+		} `json:"scheduler_hint"`
+		Turn *struct {
+			InstanceID string `json:"turn_instance_id"`
+		} `json:"turn"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	fmt.Fprintf(w, "%s (%s): %s\n", d.Decision, d.State, firstNonEmpty(d.Message, d.Reason))
+	if d.EffectiveAction != "" {
+		fmt.Fprintf(w, "action: %s\n", d.EffectiveAction)
+	}
+	if d.SelectedTodo != nil {
+		fmt.Fprintf(w, "todo: #%d %s\n", d.SelectedTodo.ID, d.SelectedTodo.Text)
+	}
+	if d.Turn != nil {
+		fmt.Fprintf(w, "turn: %s\n", d.Turn.InstanceID)
+	}
+	fmt.Fprintf(w, "quota: %d/%d slots in %d h", d.Quota.SpentSlots, d.Quota.AllowedSlots, d.Quota.WindowHours)
+	if d.Quota.NextEligible != nil {
+		fmt.Fprintf(w, ", next eligible %s", *d.Quota.NextEligible)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "next check: %s in %d min\n", d.Hint.Action, d.Hint.Interval)
+	return nil
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func (a *app) refreshStateCommand() *cobra.Command {
+	var goal string
+	var b api.RefreshBody
+	cmd := &cobra.Command{
+		Use:   "refresh-state",
+		Short: "Record what the next turn should see (quota-neutral)",
+		Example: `  loopx refresh-state --goal-id demo --agent-id codex --turn-instance-id t-42 --next-action "run the integration suite"`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return a.call(c, http.MethodPost, goalPath(goal, "refresh-state"), nil, b, nil)
+		},
+	}
+	cmd.Flags().StringVar(&goal, "goal-id", "", "goal id")
+	_ = cmd.MarkFlagRequired("goal-id")
+	cmd.Flags().StringVar(&b.AgentID, "agent-id", "", "agent")
+	cmd.Flags().StringVar(&b.TurnInstanceID, "turn-instance-id", "", "the turn that refreshes the state")
+	cmd.Flags().StringVar(&b.NextAction, "next-action", "", "what the next turn should do")
+	return cmd
+}
+
+func (a *app) auditCommand() *cobra.Command {
+	var goal string
+	var limit, after int64
+	cmd := &cobra.Command{
+		Use:     "audit",
+		Short:   "Read the audit log, refusals included (admin token)",
+		Example: `  loopx audit --goal-id demo --limit 50 --format json`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if goal != "" {
+				q.Set("goal_id", goal)
+			}
+			if limit > 0 {
+				q.Set("limit", strconv.FormatInt(limit, 10))
+			}
+			if after > 0 {
+				q.Set("after_id", strconv.FormatInt(after, 10))
+			}
+			return a.call(c, http.MethodGet, "/v1/audit", q, nil,
+				printList("audit", "id", "at", "actor", "surface", "action", "goal_id", "allowed"))
+		},
+	}
+	cmd.Flags().StringVar(&goal, "goal-id", "", "only this goal")
+	cmd.Flags().Int64Var(&limit, "limit", 0, "at most this many rows (default 100)")
+	cmd.Flags().Int64Var(&after, "after-id", 0, "rows after this id")
+	return cmd
+}

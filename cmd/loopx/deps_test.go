@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// allowedImports is the dependency rule of docs/architecture.md: for each package (or
+// folder), the project packages it may import. A package not listed follows the nearest
+// listed parent. Every package may import its own sub-packages.
+var allowedImports = map[string][]string{
+	"loopx/store":           {},
+	"loopx/store/storetest": {"loopx/store"},
+	"loopx/store/devpg":     {},
+	"loopx/templates":       {},
+	"loopx/scheduler/quota": {"loopx/store"},
+	"loopx/scheduler":       {"loopx/store", "loopx/templates", "loopx/scheduler/quota"},
+	"loopx/inbox":           {"loopx/store", "loopx/templates"},
+	"loopx/router":          {"loopx/store", "loopx/inbox", "loopx/scheduler/quota", "loopx/templates"},
+	"loopx/router/api":      {"loopx/store", "loopx/inbox", "loopx/scheduler/quota", "loopx/router", "loopx/templates"},
+	"loopx/bot":             {"loopx/router"},
+	"loopx/bot/sandbox":     {},
+	"loopx/cmd/loopx":       nil, // everything
+	"loopx":                 {},  // the module root holds only the dependency pin file
+}
+
+func ruleFor(pkg string) (string, []string) {
+	for p := pkg; ; {
+		if r, ok := allowedImports[p]; ok {
+			return p, r
+		}
+		i := strings.LastIndex(p, "/")
+		if i < 0 {
+			return "", []string{}
+		}
+		p = p[:i]
+	}
+}
+
+func allowed(pkg, imp string) bool {
+	if strings.HasPrefix(imp, pkg+"/") {
+		return true
+	}
+	key, rule := ruleFor(pkg)
+	if rule == nil {
+		return true
+	}
+	// A package below a listed folder may use its folder's packages (bot/x -> bot).
+	if key != pkg && (imp == key || strings.HasPrefix(imp, key+"/")) {
+		return true
+	}
+	for _, e := range rule {
+		if imp == e {
+			return true
+		}
+		// Sub-packages of an allowed one are allowed, unless they have a rule of their own
+		// (router may import scheduler/quota; bot may import router but not router/api).
+		if k, _ := ruleFor(imp); strings.HasPrefix(imp, e+"/") && !strings.HasPrefix(k, e+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDependencyRule(t *testing.T) {
+	t.Parallel()
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "loopx/...").CombinedOutput()
+	require.NoError(t, err, "go list: %s", out)
+	var violations []string
+	pkgs := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		pkgs++
+		pkg := fields[0]
+		for _, imp := range fields[1:] {
+			if imp != "loopx" && !strings.HasPrefix(imp, "loopx/") {
+				continue
+			}
+			if !allowed(pkg, imp) {
+				violations = append(violations, pkg+" imports "+imp)
+			}
+		}
+	}
+	require.Positive(t, pkgs)
+	require.Empty(t, violations, "the dependency rule in docs/architecture.md is broken")
+}
+
+func TestDependencyRuleCatchesViolations(t *testing.T) {
+	t.Parallel()
+	require.False(t, allowed("loopx/store", "loopx/router"))
+	require.False(t, allowed("loopx/bot", "loopx/store"))
+	require.False(t, allowed("loopx/bot/sandbox", "loopx/bot"))
+	require.False(t, allowed("loopx/router", "loopx/scheduler"))
+	require.False(t, allowed("loopx/inbox", "loopx/scheduler/quota"))
+	require.True(t, allowed("loopx/router", "loopx/scheduler/quota"))
+	require.True(t, allowed("loopx/router/api", "loopx/router"))
+	require.True(t, allowed("loopx/cmd/loopx", "loopx/bot"))
+	require.True(t, allowed("loopx/bot", "loopx/router"))
+	require.False(t, allowed("loopx/bot", "loopx/router/api"))
+	require.True(t, allowed("loopx/store/storetest", "loopx/store"))
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"loopx/router/api"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// Exit codes of the CLI.
+const (
+	exitOK          = 0
+	exitRefused     = 1 // the state refused: conflict, refused, forbidden
+	exitUsage       = 2 // bad flags or input, unknown goal
+	exitUnreachable = 3 // the server could not be reached or failed
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// app is what every command shares: the process's environment and the global flags.
+type app struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+
+	format  string // --format
+	idemKey string // --idempotency-key
+}
+
+// run executes one loopx command and returns its exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	a := &app{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	return a.report(err)
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "loopx",
+		Short: "LoopX: durable state and scheduling for long-horizon AI agents, steered from Lark",
+		Long: `loopx is both the server (loopx serve) and its client.
+
+The client talks to the server's HTTP API at LOOPX_URL (default http://` + DefaultListen + `)
+with the bearer token LOOPX_TOKEN (default: the admin token loopx serve wrote under
+LOOPX_HOME, when LOOPX_URL is the default).
+
+Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server unreachable.`,
+		Example: `  loopx serve
+  loopx goal create --goal-id demo --title "Demo" --owner ou_123
+  loopx quota should-run --goal-id demo --agent-id codex --format json`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.format, "format", "text", "output format: text or json")
+	root.PersistentFlags().StringVar(&a.idemKey, "idempotency-key", "", "Idempotency-Key for a mutating call (default: a new random key per invocation; reuse one to retry safely)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// One line per command group; other areas add theirs here (inbox, chat).
+	for _, c := range []*cobra.Command{
+		a.serveCommand(),
+		a.migrateCommand(),
+		a.versionCommand(),
+		a.doctorCommand(),
+		a.goalCommand(),
+		a.agentCommand(),
+		a.todoCommand(),
+		a.gateCommand(),
+		a.evidenceCommand(),
+		a.quotaCommand(),
+		a.refreshStateCommand(),
+		a.auditCommand(),
+	} {
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// usageError marks bad flags or arguments (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// unreachableError marks a server that did not answer (exit 3).
+type unreachableError struct{ err error }
+
+func (e unreachableError) Error() string { return e.err.Error() }
+func (e unreachableError) Unwrap() error { return e.err }
+
+// report prints err for a person (stderr) and, with --format json, as a JSON error body on
+// stdout for programs; it returns the exit code.
+func (a *app) report(err error) int {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		if a.format == "json" {
+			writeJSONTo(a.stdout, api.ErrorBody{Error: ae})
+		}
+		msg := ae.Message
+		if ae.Field != "" {
+			msg = ae.Field + ": " + msg
+		}
+		fmt.Fprintf(a.stderr, "loopx: %s (%s)\n", msg, ae.Code)
+		return exitCodeFor(ae)
+	}
+	fmt.Fprintf(a.stderr, "loopx: %v\n", err)
+	var ue usageError
+	var ne unreachableError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ne):
+		return exitUnreachable
+	}
+	// cobra reports unknown commands and bad arguments as plain errors.
+	if isCobraUsage(err) {
+		return exitUsage
+	}
+	return exitRefused
+}
+
+// exitCodeFor maps an API error code to the CLI's exit code.
+func exitCodeFor(e *api.Error) int {
+	switch e.Code {
+	case api.CodeConflict, api.CodeRefused, api.CodeFull, api.CodeForbidden:
+		return exitRefused
+	case api.CodeInternal:
+		return exitUnreachable
+	}
+	if e.Status >= 500 {
+		return exitUnreachable
+	}
+	return exitUsage
+}
+
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "accepts ", "requires ", "invalid argument", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"loopx/router/api"
+	"loopx/scheduler/quota"
+	"loopx/store"
+	"loopx/store/devpg"
+)
+
+// shutdownGrace bounds a graceful stop after SIGINT/SIGTERM.
+const shutdownGrace = 5 * time.Second
+
+// component is one long-running part of `loopx serve`. run returns nil only after ctx is
+// done; an earlier return stops the process.
+type component struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// deps is what wiring functions get to build their components. They may register HTTP
+// handlers on mux (before the listener starts) and metrics on registry.
+type deps struct {
+	cfg      Config
+	getenv   func(string) string
+	logger   *slog.Logger
+	pool     *pgxpool.Pool
+	store    *store.Store
+	quota    *quota.Service
+	mux      *http.ServeMux
+	registry *prometheus.Registry
+	now      func() time.Time
+}
+
+// wireFunc builds the components of one area; it returns none when the area is off.
+type wireFunc func(ctx context.Context, d *deps) ([]component, error)
+
+// wirings lists the areas `loopx serve` runs besides the HTTP listener. Each area adds one
+// line here and a wire_<area>.go file of its own.
+func wirings() []wireFunc {
+	return []wireFunc{
+		// wireBot,
+		// wireScheduler,
+	}
+}
+
+func (a *app) serveCommand() *cobra.Command {
+	var sandbox bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the LoopX server: HTTP API, Lark bot, scheduler",
+		Long: `Run the LoopX server on LOOPX_LISTEN (default ` + DefaultListen + `).
+
+With no DATABASE_URL it starts a private PostgreSQL cluster under LOOPX_HOME/pg (from the
+machine's PostgreSQL binaries) and stops it on exit. Migrations run at start under a
+database lock, so replicas may start together. The admin token is LOOPX_ADMIN_TOKEN or,
+when unset, one generated once and kept in LOOPX_HOME/admin-token (mode 0600).
+With no LARK_APP_ID, or with --sandbox, the bot talks to the built-in Lark emulator.
+
+Environment: LOOPX_LISTEN, DATABASE_URL, LOOPX_HOME, LOOPX_ADMIN_TOKEN, LOOPX_ADMINS,
+LOG_FORMAT (text|json), LOG_LEVEL (debug|info|warn|error), LARK_APP_ID, LARK_APP_SECRET,
+LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY, LARK_TRANSPORT (ws|http).`,
+		Example: `  loopx serve
+  DATABASE_URL=postgres://loopx@db/loopx LOOPX_ADMIN_TOKEN=$(openssl rand -hex 32) loopx serve
+  loopx serve --sandbox`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(a.getenv)
+			if err != nil {
+				return usageError{fmt.Errorf("load config: %w", err)}
+			}
+			cfg.Sandbox = cfg.Sandbox || sandbox
+			return serve(cmd.Context(), cfg, a.getenv, newLogger(a.stderr, cfg.LogFormat, cfg.LogLevel))
+		},
+	}
+	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "talk to the built-in Lark emulator instead of Lark")
+	return cmd
+}
+
+// serve runs the server until ctx is done or a component fails.
+func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *slog.Logger) error {
+	dbURL, stopDB, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopDB()
+	pool, err := store.Open(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connect to database: %w", err)
+	}
+	defer pool.Close()
+	if err := store.Migrate(ctx, pool); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	token, err := adminToken(cfg)
+	if err != nil {
+		return err
+	}
+
+	now := time.Now
+	st := store.New(pool, store.Options{Now: now})
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	qs := quota.NewService(st, quota.Options{Now: now})
+	apiServer, err := api.New(api.Options{
+		Store: st, Quota: qs, AdminToken: token, Logger: logger.With("component", "api"),
+		Registry: registry, Now: now,
+	})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", apiServer)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	mux.HandleFunc("GET /readyz", readyz(pool))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+
+	d := &deps{cfg: cfg, getenv: getenv, logger: logger, pool: pool, store: st, quota: qs,
+		mux: mux, registry: registry, now: now}
+	var comps []component
+	for _, wire := range wirings() {
+		cs, err := wire(ctx, d)
+		if err != nil {
+			return fmt.Errorf("wire components: %w", err)
+		}
+		comps = append(comps, cs...)
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on LOOPX_LISTEN %s: %w", cfg.Listen, err)
+	}
+	comps = append(comps, httpComponent(lis, mux, logger))
+
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range comps {
+		g.Go(func() error { return untilDone(gctx, c) })
+	}
+	logger.InfoContext(ctx, "loopx serving", "version", version, "listen", lis.Addr().String(),
+		"sandbox", cfg.Sandbox, "home", cfg.Home)
+	err = g.Wait()
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		logger.Info("loopx stopped")
+		return nil
+	}
+	return err
+}
+
+// untilDone runs c and turns an early nil return into an error, so errgroup stops the rest.
+func untilDone(ctx context.Context, c component) error {
+	err := c.run(ctx)
+	if err == nil && ctx.Err() == nil {
+		return fmt.Errorf("%s stopped unexpectedly", c.name)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %w", c.name, err)
+	}
+	return nil
+}
+
+func httpComponent(lis net.Listener, h http.Handler, logger *slog.Logger) component {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	return component{name: "http", run: func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(lis) }()
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+		}
+		// Stop taking requests, let in-flight ones finish within the grace.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace-time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			_ = srv.Close()
+		}
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}}
+}
+
+// readyz answers 200 when the database answers and its migrations are current.
+func readyz(pool *pgxpool.Pool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		type answer struct {
+			Status     string `json:"status"`
+			Database   string `json:"database"`
+			Migrations struct {
+				Current int64 `json:"current"`
+				Latest  int64 `json:"latest"`
+			} `json:"migrations"`
+		}
+		var a answer
+		status := http.StatusOK
+		a.Status, a.Database = "ok", "ok"
+		if err := pool.Ping(ctx); err != nil {
+			status, a.Status, a.Database = http.StatusServiceUnavailable, "unavailable", "unreachable"
+		} else if cur, latest, err := store.MigrationStatus(ctx, pool); err != nil {
+			status, a.Status = http.StatusServiceUnavailable, "unavailable"
+		} else {
+			a.Migrations.Current, a.Migrations.Latest = cur, latest
+			if cur < latest {
+				status, a.Status = http.StatusServiceUnavailable, "migrations pending"
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(a)
+	}
+}
+
+// openDatabase returns the database URL: DATABASE_URL, or a private cluster under
+// LOOPX_HOME/pg started now and stopped by the returned func.
+func openDatabase(ctx context.Context, cfg Config, logger *slog.Logger) (string, func(), error) {
+	if cfg.DatabaseURL != "" {
+		return string(cfg.DatabaseURL), func() {}, nil
+	}
+	// The cluster must outlive the shutdown of everything that uses it, so it is not tied to
+	// ctx: the returned stop func runs last.
+	c, err := devpg.Start(context.WithoutCancel(ctx), devpg.Options{
+		Dir: filepath.Join(cfg.Home, "pg"), Logger: logger.With("component", "devpg"),
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("start the private database (set DATABASE_URL to use your own): %w", err)
+	}
+	return c.URL(), func() {
+		if err := c.Stop(); err != nil {
+			logger.Error("stop private database", "err", err)
+		}
+	}, nil
+}
