@@ -1,0 +1,151 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"loopx/store"
+	"loopx/templates"
+)
+
+// DigestConfig configures report digests.
+type DigestConfig struct {
+	Store     *store.Store
+	Templates *templates.Set
+}
+
+// Digests builds report digests: what happened on a goal in the finished window since its
+// last digest, as a card in the goal's language, written to the outbox with the digest row
+// in one transaction. The row is unique per (goal, window end), so replicas and restarts
+// send each window once.
+type Digests struct {
+	cfg DigestConfig
+}
+
+// NewDigests checks cfg and returns Digests.
+func NewDigests(cfg DigestConfig) (*Digests, error) {
+	if cfg.Store == nil || cfg.Templates == nil {
+		return nil, errors.New("digest config: Store and Templates are required")
+	}
+	return &Digests{cfg: cfg}, nil
+}
+
+// DigestResult is what building one digest did.
+type DigestResult struct {
+	Created  bool   // false: a digest for this window exists already; nothing was sent
+	DigestID int64
+	Reason   string // for the tick row: "" when sent, "already_sent" when deduplicated
+	Facts    store.DigestFacts
+	Message  templates.Rendered
+	Outbox   []store.OutboxInsert
+}
+
+// Scheduled builds the digest a report tick at fire asks for and queues it to the goal's
+// bound chats (the owners by direct message when no chat is bound). It runs inside tx.
+func (d *Digests) Scheduled(ctx context.Context, tx pgx.Tx, goalID string, fire time.Time) (DigestResult, error) {
+	return d.build(ctx, tx, ReportParams{GoalID: goalID, Now: fire}, "schedule")
+}
+
+// ReportParams asks for a digest now (the /report command).
+type ReportParams struct {
+	GoalID      string
+	RequestedBy string // open_id
+	// ChatID, when set, is where the digest goes (a reply to ReplyTo when set); otherwise
+	// the goal's bound chats or owners.
+	ChatID  string
+	ReplyTo string
+	Lang    string // "" = the goal's language
+	Now     time.Time
+}
+
+// Report builds a digest for the window from the last digest to p.Now, inside tx (the
+// router's transaction for the /report message), and queues it. The window ends at p.Now, so
+// the next scheduled digest starts where this one ended.
+func (d *Digests) Report(ctx context.Context, tx pgx.Tx, p ReportParams) (DigestResult, error) {
+	if p.GoalID == "" {
+		return DigestResult{}, store.Errorf(store.ErrInvalid, "goal_id", "is empty; name the goal to report on")
+	}
+	if p.Now.IsZero() {
+		p.Now = d.cfg.Store.Now()
+	}
+	return d.build(ctx, tx, p, "manual")
+}
+
+func (d *Digests) build(ctx context.Context, tx pgx.Tx, p ReportParams, trigger string) (DigestResult, error) {
+	var res DigestResult
+	from, err := store.LastDigestEnd(ctx, tx, p.GoalID)
+	if err != nil {
+		return res, err
+	}
+	if from.IsZero() {
+		if from, err = store.GoalCreatedAt(ctx, tx, p.GoalID); err != nil {
+			return res, err
+		}
+	}
+	if !from.Before(p.Now) {
+		res.Reason = "already_sent"
+		return res, nil
+	}
+	sched, err := store.ReportSchedule(ctx, tx, p.GoalID)
+	if err != nil {
+		return res, err
+	}
+	loc, err := time.LoadLocation(sched.TZ)
+	if err != nil {
+		loc = time.UTC
+	}
+	facts, err := store.ReadDigestFacts(ctx, tx, p.GoalID, from, p.Now, loc)
+	if err != nil {
+		return res, err
+	}
+	lang := p.Lang
+	if lang == "" {
+		lang = facts.Lang
+	}
+	lang = templates.Lang(lang)
+	id, created, err := store.InsertDigest(ctx, tx, store.DigestInsert{
+		GoalID: p.GoalID, WindowStart: from, WindowEnd: p.Now, Trigger: trigger,
+		RequestedBy: p.RequestedBy, Lang: lang, Facts: facts,
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Facts, res.DigestID, res.Created = facts, id, created
+	if !created {
+		res.Reason = "already_sent"
+		return res, nil
+	}
+	res.Message, err = d.cfg.Templates.Render(lang, "digest", DigestView(facts, lang, loc, sched.HeartbeatNext))
+	if err != nil {
+		return res, fmt.Errorf("render digest: %w", err)
+	}
+	key := "digest:" + strconv.FormatInt(id, 10) + ":"
+	base := store.OutboxInsert{Kind: res.Message.Kind, Content: res.Message.Content, GoalID: p.GoalID}
+	switch {
+	case p.ChatID != "":
+		o := base
+		o.DedupeKey, o.ReceiveID, o.ReplyTo = key+p.ChatID, p.ChatID, p.ReplyTo
+		res.Outbox = append(res.Outbox, o)
+	case len(sched.Chats) > 0:
+		for _, chat := range sched.Chats {
+			o := base
+			o.DedupeKey, o.ReceiveID = key+chat, chat
+			res.Outbox = append(res.Outbox, o)
+		}
+	default:
+		for _, owner := range sched.Owners {
+			o := base
+			o.DedupeKey, o.ReceiveIDType, o.ReceiveID = key+owner, "open_id", owner
+			res.Outbox = append(res.Outbox, o)
+		}
+	}
+	if _, err := store.InsertOutboxAll(ctx, tx, res.Outbox); err != nil {
+		return res, fmt.Errorf("queue digest: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,144 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"loopx/store"
+	"loopx/templates"
+)
+
+// ReminderConfig configures gate reminders.
+type ReminderConfig struct {
+	Store     *store.Store
+	Templates *templates.Set
+	// Backoff is the wait before each reminder: the first after Backoff[0] from the question,
+	// the second Backoff[1] after the first, and so on; the last value repeats.
+	// Nil means 30, 60, 120 minutes.
+	Backoff []time.Duration
+	// EscalateAfter: from this reminder on, every owner also gets it by direct message.
+	// 0 means 3.
+	EscalateAfter int
+	// Batch is how many gates one transaction reminds; 0 means 100.
+	Batch int
+}
+
+// Reminders reminds owners of open gates. Reminders are deduplicated by gate, reminder
+// number and recipient (the outbox dedupe key), never by text, so a retried or concurrent
+// sweep sends each reminder once. Answered gates are not open and are never reminded; the
+// scheduler never expires or answers a gate.
+type Reminders struct {
+	cfg ReminderConfig
+}
+
+// NewReminders checks cfg and returns Reminders.
+func NewReminders(cfg ReminderConfig) (*Reminders, error) {
+	if cfg.Store == nil || cfg.Templates == nil {
+		return nil, errors.New("reminder config: Store and Templates are required")
+	}
+	if len(cfg.Backoff) == 0 {
+		cfg.Backoff = []time.Duration{30 * time.Minute, 60 * time.Minute, 120 * time.Minute}
+	}
+	if cfg.EscalateAfter <= 0 {
+		cfg.EscalateAfter = 3
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	return &Reminders{cfg: cfg}, nil
+}
+
+// wait is the delay before reminder n (1-based).
+func (r *Reminders) wait(n int) time.Duration {
+	b := r.cfg.Backoff
+	return b[min(n-1, len(b)-1)]
+}
+
+// NextDue returns when the earliest open gate is next due for a reminder.
+func (r *Reminders) NextDue(ctx context.Context) (time.Time, bool, error) {
+	return r.cfg.Store.NextGateReminder(ctx, r.wait(1))
+}
+
+// Sweep sends every reminder due at now and returns how many gates it reminded.
+func (r *Reminders) Sweep(ctx context.Context, now time.Time) (int, error) {
+	total := 0
+	for {
+		n, err := r.cfg.Store.DueGateReminders(ctx, now, r.wait(1), r.cfg.Batch, func(tx pgx.Tx, due []store.GateReminder) error {
+			for _, g := range due {
+				if err := r.remind(ctx, tx, now, g); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < r.cfg.Batch {
+			return total, nil
+		}
+	}
+}
+
+type reminderData struct {
+	GateID    int64
+	GoalID    string
+	GoalTitle string
+	Question  string
+	Options   []string
+	Number    int
+	Escalated bool
+	Waiting   string
+	Mentions  []string
+}
+
+func (r *Reminders) remind(ctx context.Context, tx pgx.Tx, now time.Time, g store.GateReminder) error {
+	n := g.Gate.Reminders + 1
+	data := reminderData{
+		GateID: g.Gate.ID, GoalID: g.Gate.GoalID, GoalTitle: g.GoalTitle, Question: g.Gate.Question,
+		Options: g.Gate.Options, Number: n, Escalated: n >= r.cfg.EscalateAfter,
+		Waiting: now.Sub(g.Gate.CreatedAt).Round(time.Minute).String(),
+	}
+	if data.Escalated {
+		data.Mentions = g.Owners
+	}
+	msg, err := r.cfg.Templates.Render(g.Lang, "gate_reminder", data)
+	if err != nil {
+		return fmt.Errorf("render gate reminder: %w", err)
+	}
+	key := "gate-reminder:" + strconv.FormatInt(g.Gate.ID, 10) + ":" + strconv.Itoa(n) + ":"
+	var rows []store.OutboxInsert
+	for _, chat := range g.Chats {
+		rows = append(rows, store.OutboxInsert{
+			DedupeKey: key + chat, Kind: msg.Kind, ReceiveIDType: "chat_id", ReceiveID: chat,
+			ReplyTo: g.CardMessages[chat], ReplyInThread: g.CardMessages[chat] != "",
+			Content: msg.Content, GoalID: g.Gate.GoalID, AgentID: g.Gate.AgentID, GateID: g.Gate.ID,
+		})
+	}
+	// Unbound goals are reminded by direct message; escalation reaches every owner directly
+	// as well, whether or not a chat is bound.
+	if len(g.Chats) == 0 || data.Escalated {
+		dm := data
+		dm.Mentions = nil
+		direct, err := r.cfg.Templates.Render(g.Lang, "gate_reminder", dm)
+		if err != nil {
+			return fmt.Errorf("render gate reminder: %w", err)
+		}
+		for _, owner := range g.Owners {
+			rows = append(rows, store.OutboxInsert{
+				DedupeKey: key + owner, Kind: direct.Kind, ReceiveIDType: "open_id", ReceiveID: owner,
+				Content: direct.Content, GoalID: g.Gate.GoalID, AgentID: g.Gate.AgentID, GateID: g.Gate.ID,
+			})
+		}
+	}
+	if _, err := store.InsertOutboxAll(ctx, tx, rows); err != nil {
+		return fmt.Errorf("queue gate reminder: %w", err)
+	}
+	return store.SetGateReminder(ctx, tx, g.Gate.ID, n, now.Add(r.wait(n+1)))
+}
