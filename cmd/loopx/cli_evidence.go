@@ -20,10 +20,10 @@ func (a *app) evidenceCommand() *cobra.Command {
 	var goal string
 	var b api.EvidenceBody
 	add := &cobra.Command{
-		Use:   "add",
-		Short: "Record evidence for a todo or turn (counts as progress for the live turn)",
+		Use:     "add",
+		Short:   "Record evidence for a todo or turn (counts as progress for the live turn)",
 		Example: `  loopx evidence add --goal-id demo --agent-id codex --todo-id 7 --summary "opened PR" --kind link --ref https://git/pr/12`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return a.call(c, http.MethodPost, goalPath(goal, "evidence"), nil, b, nil)
 		},

@@ -40,8 +40,8 @@ func goalPath(goal string, rest ...string) string {
 // goalFlags are the settable fields of a goal, shared by create and set.
 type goalFlags struct {
 	title, objective, heartbeat, heartbeatTZ, report, reportTZ, lang string
-	owners, members                                                   []string
-	windowHours, allowedSlots, stallTurns                             int
+	owners, members                                                  []string
+	windowHours, allowedSlots, stallTurns                            int
 }
 
 func (g *goalFlags) register(fs *pflag.FlagSet) {

@@ -146,10 +146,10 @@ func (a *app) refreshStateCommand() *cobra.Command {
 	var goal string
 	var b api.RefreshBody
 	cmd := &cobra.Command{
-		Use:   "refresh-state",
-		Short: "Record what the next turn should see (quota-neutral)",
+		Use:     "refresh-state",
+		Short:   "Record what the next turn should see (quota-neutral)",
 		Example: `  loopx refresh-state --goal-id demo --agent-id codex --turn-instance-id t-42 --next-action "run the integration suite"`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return a.call(c, http.MethodPost, goalPath(goal, "refresh-state"), nil, b, nil)
 		},
