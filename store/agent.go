@@ -165,6 +165,9 @@ func (s *Store) AgentByToken(ctx context.Context, token string) (Agent, error) {
 	if token == "" {
 		return Agent{}, Errorf(ErrNotFound, "token", "no agent has this token")
 	}
+	if len(token) > len(turnTokenPrefix) && token[:len(turnTokenPrefix)] == turnTokenPrefix {
+		return s.AgentByTurnToken(ctx, HashToken(token)) // per-turn token (scheduler runners)
+	}
 	return s.AgentByTokenHash(ctx, HashToken(token))
 }
 
