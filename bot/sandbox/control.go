@@ -25,6 +25,7 @@ type MessageView struct {
 	RootID     string    `json:"root_id,omitempty"`
 	ParentID   string    `json:"parent_id,omitempty"`
 	ThreadID   string    `json:"thread_id,omitempty"`
+	Mentions   []Mention `json:"mentions,omitempty"`
 	Reactions  []string  `json:"reactions,omitempty"`
 	Recalled   bool      `json:"recalled,omitempty"`
 	Updated    bool      `json:"updated,omitempty"`
@@ -36,7 +37,7 @@ func ViewOf(m Message) MessageView {
 	v := MessageView{
 		Seq: m.Seq, Rev: m.Rev, MessageID: m.ID, ChatID: m.ChatID, SenderType: m.SenderType, SenderID: m.SenderID,
 		MsgType: m.MsgType, Content: m.Content, Text: m.Text(), RootID: m.RootID, ParentID: m.ParentID,
-		ThreadID: m.ThreadID, Recalled: m.Recalled, Updated: m.Updated, CreatedAt: m.CreatedAt,
+		ThreadID: m.ThreadID, Mentions: m.Mentions, Recalled: m.Recalled, Updated: m.Updated, CreatedAt: m.CreatedAt,
 	}
 	if m.MsgType == "interactive" {
 		c := RenderCard(m.Content)

@@ -61,9 +61,9 @@ func (m Message) Text() string {
 
 // Mention is one @-mention in a user's message; Key is the placeholder in the text.
 type Mention struct {
-	Key    string
-	OpenID string
-	Name   string
+	Key    string `json:"key"`
+	OpenID string `json:"open_id"`
+	Name   string `json:"name"`
 }
 
 // Reaction is one emoji reaction on a message.
@@ -98,11 +98,11 @@ type uuidEntry struct {
 
 // ChatInfo describes one chat of the model.
 type ChatInfo struct {
-	ID       string
-	Type     ChatType
-	Name     string
-	BotIn    bool
-	Messages int
+	ID       string   `json:"chat_id"`
+	Type     ChatType `json:"type"`
+	Name     string   `json:"name"`
+	BotIn    bool     `json:"bot_in"`
+	Messages int      `json:"messages"`
 }
 
 // ChatView reads one chat of the model; see Sandbox.Chat.

@@ -125,6 +125,7 @@ type Sandbox struct {
 	wg        sync.WaitGroup
 	lifeMu    sync.Mutex
 	closed    bool
+	serveErr  error
 	startOnce sync.Once
 	closeOnce sync.Once
 
@@ -281,6 +282,10 @@ func (s *Sandbox) Start(ctx context.Context) {
 		s.spawn(func() {
 			if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("sandbox server stopped", "err", err)
+				s.lifeMu.Lock()
+				s.serveErr = err
+				s.lifeMu.Unlock()
+				s.shutdown() // it never waits for this goroutine
 			}
 		})
 		s.spawn(func() {
@@ -292,6 +297,23 @@ func (s *Sandbox) Start(ctx context.Context) {
 		})
 		s.log.Info("lark sandbox listening", "url", s.base, "app_id", s.opts.AppID)
 	})
+}
+
+// Run serves until ctx is done, then closes the sandbox. It returns an error only when
+// serving failed.
+func (s *Sandbox) Run(ctx context.Context) error {
+	s.Start(ctx)
+	select {
+	case <-ctx.Done():
+	case <-s.bg.Done():
+	}
+	s.Close()
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.serveErr != nil {
+		return fmt.Errorf("serve lark sandbox: %w", s.serveErr)
+	}
+	return nil
 }
 
 // Close stops serving, drops WebSocket connections, abandons pending deliveries and waits for

@@ -93,6 +93,7 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.quotaCommand(),
 		a.refreshStateCommand(),
 		a.auditCommand(),
+		a.chatCommand(),
 	} {
 		root.AddCommand(c)
 	}

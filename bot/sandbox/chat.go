@@ -1,0 +1,426 @@
+package sandbox
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultSandboxURL is where `loopx serve --sandbox` serves the sandbox and `loopx chat`
+// looks for it.
+const DefaultSandboxURL = "http://127.0.0.1:7378"
+
+// ChatOptions configure RunChat.
+type ChatOptions struct {
+	URL      string        // the sandbox; default DefaultSandboxURL
+	Token    string        // the control token, "" for none
+	As       string        // the user's open_id; default the sandbox's demo user (an owner)
+	Chat     string        // the chat; default the sandbox's default group chat
+	History  int           // messages shown on start and on /chat; default 10
+	PollWait time.Duration // long-poll wait; default 25s
+}
+
+const chatHelp = `Type a message and press Enter to send it to the bot (in a group it mentions the bot).
+Slash commands other than these go to the bot as text (try /help).
+  /click <msg#> <button#>   click a card button
+  /thread <msg#> <text>     reply in the thread of a message
+  /reply <msg#> <text>      reply to a message (no thread)
+  /as <open_id>             speak as another user (e.g. ou_stranger)
+  /chat <chat_id> [p2p|group]  switch chat (created when you first speak)
+  /dm                       switch to your one-to-one chat with the bot
+  /chats                    list chats
+  /?                        this help
+  /quit                     leave`
+
+// RunChat is the `loopx chat` terminal client: it reads lines from in, sends them to the
+// sandbox as the user, and writes the chat (bot messages, cards with numbered buttons,
+// toasts) to out until /quit, the end of in, or ctx ends. When in is an io.Closer it is
+// closed on ctx end so the read returns.
+func RunChat(ctx context.Context, opts ChatOptions, in io.Reader, out io.Writer) error {
+	opts.URL = cmp.Or(opts.URL, DefaultSandboxURL)
+	if opts.History <= 0 {
+		opts.History = 10
+	}
+	if opts.PollWait <= 0 {
+		opts.PollWait = 25 * time.Second
+	}
+	cli, err := NewClient(opts.URL, opts.Token)
+	if err != nil {
+		return fmt.Errorf("run chat: %w", err)
+	}
+	info, err := cli.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("run chat: reach the sandbox at %s (is `loopx serve --sandbox` running? set LOOPX_SANDBOX_URL): %w", opts.URL, err)
+	}
+	s := &chatSession{cli: cli, out: out, info: info, opts: opts, nums: map[string]int{},
+		user: cmp.Or(opts.As, info.DemoUserOpenID), chat: cmp.Or(opts.Chat, info.DefaultChatID)}
+	s.printf("Lark sandbox at %s. You are %s in chat %s. Type /? for help, /quit to leave.\n", opts.URL, s.user, s.chat)
+	if err := s.switchChat(ctx, s.chat, ""); err != nil {
+		return fmt.Errorf("run chat: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.poll(ctx)
+	}()
+	if c, isCloser := in.(io.Closer); isCloser {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-ctx.Done()
+			_ = c.Close()
+		}()
+	}
+
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64*1024), MaxTextBytes)
+	for sc.Scan() {
+		if quit := s.handle(ctx, strings.TrimSpace(sc.Text())); quit {
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil && !errors.Is(err, io.ErrClosedPipe) {
+		return fmt.Errorf("run chat: read input: %w", err)
+	}
+	return nil
+}
+
+type chatSession struct {
+	cli  *Client
+	opts ChatOptions
+	info Info
+
+	mu       sync.Mutex // guards the fields below and writes to out
+	out      io.Writer
+	user     string
+	chat     string
+	chatType ChatType
+	cursor   int64
+	gen      int // bumped on /chat so a poll of the old chat is dropped
+	cancel   context.CancelFunc
+	nums     map[string]int // message id → number shown
+	ids      []string       // number-1 → message id
+}
+
+func (s *chatSession) printf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.out, format, args...)
+}
+
+// switchChat shows the last messages of chatID and makes it the chat polled and posted to.
+func (s *chatSession) switchChat(ctx context.Context, chatID string, typ ChatType) error {
+	page, err := s.cli.Messages(ctx, chatID, 0, s.opts.History, 0)
+	if err != nil {
+		return fmt.Errorf("show chat %s: %w", chatID, err)
+	}
+	if typ == "" {
+		typ = ChatGroup // a chat created by speaking in it is a group
+		chats, err := s.cli.Chats(ctx)
+		if err != nil {
+			return fmt.Errorf("show chat %s: %w", chatID, err)
+		}
+		for _, c := range chats {
+			if c.ID == chatID {
+				typ = c.Type
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chat, s.chatType, s.cursor = chatID, typ, page.Cursor
+	s.gen++
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if len(page.Messages) == 0 {
+		fmt.Fprintf(s.out, "(no messages in %s yet)\n", chatID)
+	}
+	for _, m := range page.Messages {
+		s.printLocked(m)
+	}
+	return nil
+}
+
+// poll long-polls the current chat and prints what changed, until ctx ends.
+func (s *chatSession) poll(ctx context.Context) {
+	failing := false
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		chat, cursor, gen := s.chat, s.cursor, s.gen
+		pctx, cancel := context.WithCancel(ctx)
+		s.cancel = cancel
+		s.mu.Unlock()
+		page, err := s.cli.Messages(pctx, chat, cursor, 0, s.opts.PollWait)
+		switched := pctx.Err() != nil
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil || switched {
+				continue
+			}
+			if !failing {
+				s.printf("! lost the sandbox: %v (retrying)\n", err)
+				failing = true
+			}
+			t := time.NewTimer(time.Second)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			continue
+		}
+		if failing {
+			s.printf("! sandbox reachable again\n")
+			failing = false
+		}
+		s.mu.Lock()
+		if gen == s.gen {
+			for _, m := range page.Messages {
+				s.printLocked(m)
+			}
+			s.cursor = page.Cursor
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *chatSession) label(openID string) string {
+	if openID == s.user {
+		return openID + " (you)"
+	}
+	return openID
+}
+
+// printLocked writes one message; a message shown before keeps its number and is marked
+// updated.
+func (s *chatSession) printLocked(m MessageView) {
+	n, seen := s.nums[m.MessageID]
+	if !seen {
+		s.ids = append(s.ids, m.MessageID)
+		n = len(s.ids)
+		s.nums[m.MessageID] = n
+	}
+	who := s.label(m.SenderID)
+	if m.SenderType == SenderApp {
+		who = s.info.BotName + " (bot)"
+	}
+	var tags []string
+	if m.ThreadID != "" || m.ParentID != "" {
+		ref := m.RootID
+		if ref == "" {
+			ref = m.ParentID
+		}
+		where := "reply to"
+		if m.ThreadID != "" {
+			where = "in thread of"
+		}
+		if k, known := s.nums[ref]; known && ref != m.MessageID {
+			tags = append(tags, fmt.Sprintf("%s #%d", where, k))
+		} else if ref != "" && ref != m.MessageID {
+			tags = append(tags, where+" an older message")
+		}
+	}
+	switch {
+	case seen && m.Updated:
+		tags = append(tags, "updated")
+	case seen:
+		tags = append(tags, "changed") // a thread opened on it, a reaction, ...
+	}
+	if m.Recalled {
+		tags = append(tags, "recalled")
+	}
+	tag := ""
+	if len(tags) > 0 {
+		tag = " [" + strings.Join(tags, ", ") + "]"
+	}
+	fmt.Fprintf(s.out, "#%d %s %s%s\n", n, m.CreatedAt.Local().Format("15:04:05"), who, tag)
+	if m.Recalled {
+		return
+	}
+	switch {
+	case m.Card != nil:
+		if m.Card.Title != "" {
+			fmt.Fprintf(s.out, "   ┃ %s\n", m.Card.Title)
+		}
+		for _, l := range m.Card.Lines {
+			for _, part := range strings.Split(l, "\n") {
+				fmt.Fprintf(s.out, "   ┃ %s\n", part)
+			}
+		}
+		if len(m.Card.Buttons) > 0 {
+			var bs []string
+			for _, b := range m.Card.Buttons {
+				bs = append(bs, fmt.Sprintf("[%d %s]", b.N, b.Text))
+			}
+			fmt.Fprintf(s.out, "   %s   (/click %d <button#>)\n", strings.Join(bs, " "), n)
+		}
+	case m.MsgType == "text":
+		text := m.Text
+		for _, mn := range m.Mentions {
+			text = strings.ReplaceAll(text, mn.Key, "@"+cmp.Or(mn.Name, mn.OpenID))
+		}
+		for _, l := range strings.Split(text, "\n") {
+			fmt.Fprintf(s.out, "   %s\n", l)
+		}
+	default:
+		fmt.Fprintf(s.out, "   (%s) %s\n", m.MsgType, m.Content)
+	}
+	if len(m.Reactions) > 0 {
+		fmt.Fprintf(s.out, "   reactions: %s\n", strings.Join(m.Reactions, ", "))
+	}
+}
+
+// messageNumber resolves a "#3" or "3" shown by this session to a message id.
+func (s *chatSession) messageNumber(arg string) (string, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(arg, "#"))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || n < 1 || n > len(s.ids) {
+		return "", fmt.Errorf("message %q: use a number shown as #N (1 to %d)", arg, len(s.ids))
+	}
+	return s.ids[n-1], nil
+}
+
+// handle runs one input line; it reports true on /quit.
+func (s *chatSession) handle(ctx context.Context, line string) bool {
+	if line == "" {
+		return false
+	}
+	fields := strings.Fields(line)
+	rest := func(k int) string {
+		// The text after the first k words, spacing kept.
+		t := line
+		for range k {
+			t = strings.TrimSpace(t)
+			if i := strings.IndexAny(t, " \t"); i >= 0 {
+				t = t[i:]
+			} else {
+				t = ""
+			}
+		}
+		return strings.TrimSpace(t)
+	}
+	var err error
+	switch fields[0] {
+	case "/quit", "/exit":
+		return true
+	case "/?":
+		s.printf("%s\n", chatHelp)
+	case "/as":
+		if len(fields) != 2 {
+			err = errors.New("usage: /as <open_id>")
+			break
+		}
+		s.mu.Lock()
+		s.user = fields[1]
+		s.mu.Unlock()
+		s.printf("* you are now %s\n", fields[1])
+	case "/chat":
+		if len(fields) < 2 || len(fields) > 3 {
+			err = errors.New("usage: /chat <chat_id> [p2p|group]")
+			break
+		}
+		typ := ChatType("")
+		if len(fields) == 3 {
+			typ = ChatType(fields[2])
+			if typ != ChatP2P && typ != ChatGroup {
+				err = fmt.Errorf("chat type %q: use p2p or group", fields[2])
+				break
+			}
+		}
+		if err = s.switchChat(ctx, fields[1], typ); err == nil {
+			s.printf("* now in chat %s\n", fields[1])
+		}
+	case "/dm":
+		s.mu.Lock()
+		id := "oc_p2p_" + s.user
+		s.mu.Unlock()
+		if err = s.switchChat(ctx, id, ChatP2P); err == nil {
+			s.printf("* now in your one-to-one chat with the bot (%s)\n", id)
+		}
+	case "/chats":
+		var chats []ChatInfo
+		if chats, err = s.cli.Chats(ctx); err == nil {
+			for _, c := range chats {
+				s.printf("  %s (%s) %d messages %s\n", c.ID, c.Type, c.Messages, c.Name)
+			}
+		}
+	case "/click":
+		err = s.click(ctx, fields)
+	case "/thread", "/reply":
+		if len(fields) < 3 {
+			err = fmt.Errorf("usage: %s <msg#> <text>", fields[0])
+			break
+		}
+		var id string
+		if id, err = s.messageNumber(fields[1]); err == nil {
+			err = s.post(ctx, rest(2), id, fields[0] == "/thread")
+		}
+	default:
+		err = s.post(ctx, line, "", false)
+	}
+	if err != nil {
+		s.printf("! %v\n", err)
+	}
+	return false
+}
+
+func (s *chatSession) click(ctx context.Context, fields []string) error {
+	if len(fields) != 3 {
+		return errors.New("usage: /click <msg#> <button#>")
+	}
+	id, err := s.messageNumber(fields[1])
+	if err != nil {
+		return err
+	}
+	b, err := strconv.Atoi(fields[2])
+	if err != nil {
+		return fmt.Errorf("button %q: use the number shown in [N ...]", fields[2])
+	}
+	s.mu.Lock()
+	user := s.user
+	s.mu.Unlock()
+	ans, err := s.cli.Click(ctx, ClickRequest{MessageID: id, Button: b, OpenID: user})
+	if err != nil {
+		return fmt.Errorf("click: %w", err)
+	}
+	toast := ans.Toast.Content
+	if toast == "" {
+		toast = "(no toast)"
+	}
+	s.printf("* toast [%s]: %s\n", cmp.Or(ans.Toast.Type, "info"), toast)
+	if ans.Error != "" {
+		s.printf("! %s\n", ans.Error)
+	}
+	return nil
+}
+
+func (s *chatSession) post(ctx context.Context, text, replyTo string, inThread bool) error {
+	s.mu.Lock()
+	req := PostRequest{ChatID: s.chat, ChatType: s.chatType, OpenID: s.user, Text: text, ReplyTo: replyTo, InThread: inThread}
+	s.mu.Unlock()
+	req.MentionBot = req.ChatType != ChatP2P
+	ans, err := s.cli.Post(ctx, req)
+	if err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	if !ans.Delivered {
+		s.printf("! the bot will not see this message (it is not in the chat)\n")
+	}
+	return nil
+}

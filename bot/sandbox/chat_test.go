@@ -1,0 +1,187 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
+	"github.com/larksuite/oapi-sdk-go/v3/core/httpserverext"
+	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher/callback"
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+	"github.com/stretchr/testify/require"
+
+	"loopx/bot/sandbox"
+)
+
+// syncBuffer is an io.Writer the test can read while the client writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// echoBot is a small bot on the real SDK: "deploy" gets a gate card, other text an echo
+// reply (in the thread when the message is in one); only the demo user may approve.
+func echoBot(t *testing.T, sb *sandbox.Sandbox) string {
+	t.Helper()
+	cli := client(sb)
+	d := dispatcher.NewEventDispatcher(testToken, testKey).
+		OnP2MessageReceiveV1(func(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
+			var c struct{ Text string }
+			_ = json.Unmarshal([]byte(*ev.Event.Message.Content), &c)
+			text := strings.TrimSpace(strings.ReplaceAll(c.Text, "@_user_1", ""))
+			msgType, content := "text", textContent("echo: "+text)
+			if strings.HasPrefix(text, "deploy") {
+				msgType, content = "interactive", card("Deploy svc-a?", true, "Approve", "Reject")
+			}
+			resp, err := cli.Im.V1.Message.Reply(ctx, larkim.NewReplyMessageReqBuilder().MessageId(*ev.Event.Message.MessageId).
+				Body(larkim.NewReplyMessageReqBodyBuilder().MsgType(msgType).Content(content).
+					ReplyInThread(ev.Event.Message.ThreadId != nil).Uuid("r-"+*ev.Event.Message.MessageId).Build()).Build())
+			if err != nil {
+				return err
+			}
+			if !resp.Success() {
+				return fmt.Errorf("reply: %d %s", resp.Code, resp.Msg)
+			}
+			return nil
+		}).
+		OnP2CardActionTrigger(func(ctx context.Context, ev *callback.CardActionTriggerEvent) (*callback.CardActionTriggerResponse, error) {
+			if ev.Event.Operator.OpenID != sb.DemoUserOpenID() {
+				return &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "error", Content: "only an owner may answer"}}, nil
+			}
+			var data map[string]any
+			_ = json.Unmarshal([]byte(card("Approved by "+ev.Event.Operator.OpenID, true)), &data)
+			return &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "success", Content: "approved"},
+				Card: &callback.Card{Type: "raw", Data: data}}, nil
+		})
+	bot := httptest.NewServer(http.HandlerFunc(httpserverext.NewEventHandlerFunc(d, larkevent.WithLogLevel(larkcore.LogLevelError))))
+	t.Cleanup(bot.Close)
+	return bot.URL
+}
+
+func TestChatClientAgainstSandbox(t *testing.T) {
+	t.Parallel()
+	sb := start(t, sandbox.Options{})
+	require.NoError(t, sb.SetCallbackURLs(echoBot(t, sb), ""))
+	for i := 1; i <= 12; i++ {
+		_, err := sb.UserSays(sb.DefaultChatID(), sandbox.ChatGroup, "ou_carol", fmt.Sprintf("history %02d", i))
+		require.NoError(t, err)
+	}
+
+	in, feed := io.Pipe()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: sb.URL(), PollWait: 2 * time.Second}, in, out)
+	}()
+	say := func(line string) {
+		t.Helper()
+		_, err := io.WriteString(feed, line+"\n")
+		require.NoError(t, err)
+	}
+	waitFor := func(want string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 5*time.Second, 10*time.Millisecond,
+			"output lacks %q:\n%s", want, out.String())
+	}
+
+	waitFor("You are " + sb.DemoUserOpenID() + " in chat " + sb.DefaultChatID())
+	waitFor("history 12")
+	require.NotContains(t, out.String(), "history 02", "only the last 10 messages are shown on start")
+	require.Contains(t, out.String(), "#1 ")
+	require.Contains(t, out.String(), "history 03")
+
+	say("deploy svc-a")
+	waitFor("   ┃ Deploy svc-a?")
+	waitFor("[1 Approve] [2 Reject]   (/click 12 <button#>)")
+	require.Contains(t, out.String(), "#11 ")
+	require.Contains(t, out.String(), "@LoopX deploy svc-a", "the group message mentions the bot")
+
+	say("/as ou_stranger")
+	waitFor("* you are now ou_stranger")
+	say("/click 12 1")
+	waitFor("* toast [error]: only an owner may answer")
+
+	say("/as " + sb.DemoUserOpenID())
+	say("/click 12 1")
+	waitFor("* toast [success]: approved")
+	waitFor("[reply to #11, updated]")
+	waitFor("   ┃ Approved by " + sb.DemoUserOpenID())
+
+	say("/help")
+	waitFor("echo: /help")
+
+	say("/thread 11 more details please")
+	waitFor("[in thread of #11]")
+	waitFor("echo: more details please")
+
+	say("/click 99 1")
+	waitFor("! message \"99\": use a number shown as #N")
+
+	say("/quit")
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunChat did not return after /quit")
+	}
+
+	// The model agrees with what the client showed.
+	msgs := sb.Chat(sb.DefaultChatID()).Messages()
+	var texts []string
+	for _, m := range msgs[12:] {
+		texts = append(texts, m.SenderType+":"+m.Text())
+	}
+	require.Equal(t, []string{"user:@_user_1 deploy svc-a", "app:", "user:@_user_1 /help", "app:echo: /help",
+		"user:@_user_1 more details please", "app:echo: more details please"}, texts)
+	require.Equal(t, msgs[12].ThreadID, msgs[16].ThreadID)
+	require.NotEmpty(t, msgs[16].ThreadID)
+}
+
+func TestChatClientReportsAnUnreachableSandbox(t *testing.T) {
+	t.Parallel()
+	err := sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: "http://127.0.0.1:1"}, strings.NewReader(""), io.Discard)
+	require.ErrorContains(t, err, "loopx serve --sandbox")
+	err = sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: "ftp://x"}, strings.NewReader(""), io.Discard)
+	require.ErrorContains(t, err, "want http://host:port")
+}
+
+func TestChatClientStopsOnContextEnd(t *testing.T) {
+	t.Parallel()
+	sb := start(t, sandbox.Options{})
+	in, _ := io.Pipe()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	out := &syncBuffer{}
+	go func() { done <- sandbox.RunChat(ctx, sandbox.ChatOptions{URL: sb.URL()}, in, out) }()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "(no messages in") }, 5*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunChat did not return after the context ended")
+	}
+}
