@@ -208,7 +208,7 @@ func (s *Scheduler) jitter(goalID string) time.Duration { return Jitter(goalID, 
 
 // plan computes the next fire of schedules whose spec or state changed. An overdue fire is
 // kept so that it still gets its tick (or its missed row); otherwise the next fire is the
-// first cron time after now.
+// first cron time at or after now (and after the last fire).
 func (s *Scheduler) plan(list []store.Schedule) []store.SchedulePlan {
 	now := s.now()
 	out := make([]store.SchedulePlan, len(list))
@@ -222,7 +222,10 @@ func (s *Scheduler) plan(list []store.Schedule) []store.SchedulePlan {
 		j := s.jitter(sc.GoalID)
 		fire := sc.NextFireAt
 		if fire.IsZero() || !fire.Add(j).Before(now) {
-			fire = spec.Next(now)
+			fire = spec.NextAtOrAfter(now)
+			if !sc.LastFireAt.IsZero() && !fire.After(sc.LastFireAt) {
+				fire = spec.Next(sc.LastFireAt) // never plan a fire that already has its tick
+			}
 		}
 		if fire.IsZero() {
 			continue

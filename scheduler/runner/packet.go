@@ -1,0 +1,109 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"loopx/scheduler"
+	"loopx/scheduler/quota"
+	"loopx/store"
+	"loopx/templates"
+)
+
+// Packet is what a runner hands the agent for one turn: on stdin (exec) or as the request
+// body (webhook). ShouldRun is the full should-run answer that opened the turn.
+type Packet struct {
+	Version        string         `json:"version"` // "loopx_turn_packet_v1"
+	URL            string         `json:"loopx_url"`
+	GoalID         string         `json:"goal_id"`
+	AgentID        string         `json:"agent_id"`
+	TurnID         int64          `json:"turn_id"`
+	TurnInstanceID string         `json:"turn_instance_id"`
+	Deadline       time.Time      `json:"deadline"`
+	Goal           PacketGoal     `json:"goal"`
+	ShouldRun      quota.Decision `json:"should_run"`
+	Commands       []string       `json:"commands"`
+	Prompt         string         `json:"prompt"`
+}
+
+// PacketGoal is the goal as the agent sees it.
+type PacketGoal struct {
+	Title     string `json:"title"`
+	Objective string `json:"objective"`
+	Lang      string `json:"lang"`
+}
+
+// GoalReader reads the goal a turn works on. *store.Store implements it.
+type GoalReader interface {
+	GetGoal(ctx context.Context, id string) (store.Goal, error)
+}
+
+// TokenIssuer issues the per-turn token handed to the agent. *store.Store implements it.
+type TokenIssuer interface {
+	IssueTurnToken(ctx context.Context, turn store.Turn, expires time.Time) (string, error)
+}
+
+// Base is what every runner needs to prepare a turn.
+type Base struct {
+	URL       string // LOOPX_URL the agent calls back on
+	Goals     GoalReader
+	Tokens    TokenIssuer
+	Templates *templates.Set
+}
+
+// Commands lists the per-turn CLI calls of DESIGN.md §3 with this turn's ids filled in.
+func Commands(d quota.Decision, turnInstanceID string) []string {
+	g, a, t := d.GoalID, d.AgentID, turnInstanceID
+	todo := "X"
+	if d.SelectedTodo != nil {
+		todo = strconv.FormatInt(d.SelectedTodo.ID, 10)
+	}
+	return []string{
+		"loopx inbox drain --goal-id " + g + " --agent-id " + a,
+		"loopx todo claim --goal-id " + g + " --todo-id " + todo + " --agent-id " + a,
+		"loopx todo update --goal-id " + g + " --todo-id " + todo + " --agent-id " + a + " --status done",
+		"loopx evidence add --goal-id " + g + " --agent-id " + a + " --todo-id " + todo + " --summary '...'",
+		"loopx gate ask --goal-id " + g + " --agent-id " + a + " --question '...' --option approve --option reject",
+		"loopx inbox reply --goal-id " + g + " --agent-id " + a + " --item-id N --text '...'",
+		"loopx refresh-state --goal-id " + g + " --agent-id " + a + " --turn-instance-id " + t + " --next-action '...'",
+		"loopx quota spend-slot --goal-id " + g + " --agent-id " + a + " --turn-instance-id " + t + " --todo-id " + todo,
+	}
+}
+
+// prepare builds the turn packet and the prompt, and issues the turn token (valid until the
+// turn's lease ends).
+func (b Base) prepare(ctx context.Context, job scheduler.Job, deadline time.Time) (Packet, string, error) {
+	goal, err := b.Goals.GetGoal(ctx, job.Turn.GoalID)
+	if err != nil {
+		return Packet{}, "", fmt.Errorf("read goal: %w", err)
+	}
+	token, err := b.Tokens.IssueTurnToken(ctx, job.Turn, job.Turn.LeaseExpiresAt)
+	if err != nil {
+		return Packet{}, "", fmt.Errorf("issue turn token: %w", err)
+	}
+	p := Packet{
+		Version: "loopx_turn_packet_v1", URL: b.URL, GoalID: job.Turn.GoalID, AgentID: job.Turn.AgentID,
+		TurnID: job.Turn.ID, TurnInstanceID: job.Turn.InstanceID, Deadline: deadline,
+		Goal:      PacketGoal{Title: goal.Title, Objective: goal.Objective, Lang: goal.Lang},
+		ShouldRun: job.Decision, Commands: Commands(job.Decision, job.Turn.InstanceID),
+	}
+	d := job.Decision
+	data := map[string]any{
+		"AgentID": p.AgentID, "GoalID": p.GoalID, "GoalTitle": goal.Title, "TurnInstanceID": p.TurnInstanceID,
+		"Deadline": deadline.UTC().Format(time.RFC3339), "Objective": goal.Objective,
+		"Action": d.EffectiveAction, "Reason": d.Reason, "NextAction": d.NextAction,
+		"TodoID": int64(0), "TodoPriority": 0, "TodoText": "",
+		"InboxPending": d.Inbox.Pending, "InboxSteer": d.Inbox.Steer, "GatesOpen": len(d.Gates.Open),
+		"Commands": p.Commands,
+	}
+	if d.SelectedTodo != nil {
+		data["TodoID"], data["TodoPriority"], data["TodoText"] = d.SelectedTodo.ID, d.SelectedTodo.Priority, d.SelectedTodo.Text
+	}
+	p.Prompt, err = b.Templates.Text(goal.Lang, "turn_prompt", data)
+	if err != nil {
+		return Packet{}, "", fmt.Errorf("render turn prompt: %w", err)
+	}
+	return p, token, nil
+}
