@@ -67,8 +67,8 @@ func TestNextDSTDays(t *testing.T) {
 		from, to string
 		fires    int
 	}{
-		{"2026-03-08T05:00:00Z", "2026-03-08T09:00:00Z", 4 * 60}, // every real minute fires once; the gap wall times collapse into 03:00 EDT
-		{"2026-11-01T04:00:00Z", "2026-11-01T08:00:00Z", 4*60 - 60},         // the repeated hour fires once
+		{"2026-03-08T05:00:00Z", "2026-03-08T09:00:00Z", 4 * 60},    // every real minute fires once; the gap wall times collapse into 03:00 EDT
+		{"2026-11-01T04:00:00Z", "2026-11-01T08:00:00Z", 4*60 - 60}, // the repeated hour fires once
 		{"2026-05-04T00:00:00Z", "2026-05-04T04:00:00Z", 4 * 60},
 	} {
 		s, err := ParseSpec("* * * * *", "America/New_York")

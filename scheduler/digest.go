@@ -37,7 +37,7 @@ func NewDigests(cfg DigestConfig) (*Digests, error) {
 
 // DigestResult is what building one digest did.
 type DigestResult struct {
-	Created  bool   // false: a digest for this window exists already; nothing was sent
+	Created  bool // false: a digest for this window exists already; nothing was sent
 	DigestID int64
 	Reason   string // for the tick row: "" when sent, "already_sent" when deduplicated
 	Facts    store.DigestFacts

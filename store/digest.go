@@ -9,12 +9,12 @@ import (
 
 // DigestItem is one line of a digest list.
 type DigestItem struct {
-	ID      int64  `json:"id"`
-	Text    string `json:"text"`
-	Agent   string `json:"agent,omitempty"`
-	Ref     string `json:"ref,omitempty"`
-	Status  string `json:"status,omitempty"`
-	Detail  string `json:"detail,omitempty"` // a gate's answer, a todo's priority
+	ID     int64  `json:"id"`
+	Text   string `json:"text"`
+	Agent  string `json:"agent,omitempty"`
+	Ref    string `json:"ref,omitempty"`
+	Status string `json:"status,omitempty"`
+	Detail string `json:"detail,omitempty"` // a gate's answer, a todo's priority
 }
 
 // DigestDay is one day of the chart: turns started and slots spent that day (in the
