@@ -95,9 +95,21 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.auditCommand(),
 		a.chatCommand(),
 	} {
+		if c.HasSubCommands() && c.RunE == nil {
+			c.RunE = groupRunE
+		}
 		root.AddCommand(c)
 	}
 	return root
+}
+
+// groupRunE answers a command group called without a known subcommand: help, or a usage
+// error (exit 2) naming the unknown subcommand.
+func groupRunE(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unknown command %q for %q; see %s --help", args[0], c.CommandPath(), c.CommandPath())}
+	}
+	return c.Help()
 }
 
 // usageError marks bad flags or arguments (exit 2).

@@ -110,15 +110,18 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create cluster dir: %w", err)
+	}
 	if cred != nil && !reachable(dir, cred) {
 		sum := sha256.Sum256([]byte(dir))
 		alt := filepath.Join("/var/lib/loopx", "devpg-"+hex.EncodeToString(sum[:6]))
 		logger.InfoContext(ctx, "the postgres user cannot reach the cluster dir; using another",
 			"dir", dir, "cluster_dir", alt)
 		dir = alt
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create cluster dir: %w", err)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create cluster dir: %w", err)
+		}
 	}
 	if cred != nil {
 		if err := chownTree(dir, int(cred.Uid), int(cred.Gid)); err != nil {

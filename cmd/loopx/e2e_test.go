@@ -1,0 +1,429 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"loopx/store"
+	"loopx/store/devpg"
+	"loopx/store/storetest"
+)
+
+// The tests below run the real binary: built once per test process.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func loopxBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "loopx-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "loopx")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+const e2eAdminToken = "e2e-admin-token-0123456789abcdef"
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type server struct {
+	url  string
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServe starts `loopx serve` with env and returns once it is ready. Cleanup stops it
+// with SIGTERM and checks that it exits within the 5 s shutdown grace.
+func startServe(t *testing.T, env map[string]string) *server {
+	t.Helper()
+	s := launchServe(t, env)
+	s.waitReady(t)
+	return s
+}
+
+func launchServe(t *testing.T, env map[string]string) *server {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(loopxBinary(t), "serve")
+	cmd.Env = append(baseEnv(), "LOOPX_LISTEN="+addr, "LOG_LEVEL=debug")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	s := &server{url: "http://" + addr, cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	require.NoError(t, cmd.Start())
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("loopx serve log:\n%s", s.logs.String())
+		}
+		s.stop(t)
+	})
+	return s
+}
+
+func (s *server) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			t.Fatalf("loopx serve exited during start: %v\n%s", err, s.logs.String())
+		default:
+		}
+		resp, err := http.Get(s.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("loopx serve not ready after 60 s:\n%s", s.logs.String())
+}
+
+// stop sends SIGTERM and requires a clean exit within the shutdown grace.
+func (s *server) stop(t *testing.T) {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		s.done <- err
+		require.NoError(t, err, "loopx serve exit after SIGTERM:\n%s", s.logs.String())
+	case <-time.After(shutdownGrace + time.Second):
+		_ = s.cmd.Process.Kill()
+		t.Errorf("loopx serve did not stop within %s of SIGTERM", shutdownGrace)
+	}
+}
+
+func baseEnv() []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r cliResult) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &m), "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	return m
+}
+
+// cli runs the real binary against s with token.
+func (s *server) cli(t *testing.T, token string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), loopxBinary(t), args...)
+	cmd.Env = append(baseEnv(), "LOOPX_URL="+s.url, "LOOPX_TOKEN="+token)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func (s *server) ok(t *testing.T, token string, args ...string) map[string]any {
+	t.Helper()
+	r := s.cli(t, token, append(args, "--format", "json")...)
+	require.Equal(t, 0, r.code, "loopx %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.stdout, r.stderr)
+	return r.json(t)
+}
+
+// TestEndToEndTurn drives one whole agent turn through the CLI against a real server:
+// should-run -> claim -> evidence -> refresh-state -> spend -> should-run again.
+func TestEndToEndTurn(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, map[string]string{"DATABASE_URL": storetest.NewDatabase(t), "LOOPX_ADMIN_TOKEN": e2eAdminToken})
+	admin := e2eAdminToken
+
+	s.ok(t, admin, "goal", "create", "--goal-id", "demo", "--title", "Demo", "--owner", "ou_owner", "--allowed-slots", "3")
+	reg := s.ok(t, admin, "agent", "register", "--goal-id", "demo", "--agent-id", "codex")
+	agentTok := reg["token"].(string)
+	require.NotEmpty(t, agentTok)
+	todo := s.ok(t, admin, "todo", "add", "--goal-id", "demo", "--text", "write the parser", "--priority", "P1")
+	todoID := fmt.Sprint(int64(todo["todo_id"].(float64)))
+
+	d := s.ok(t, agentTok, "quota", "should-run", "--goal-id", "demo", "--agent-id", "codex", "--turn-instance-id", "turn-1", "--begin-turn")
+	require.Equal(t, "run", d["decision"], "%v", d)
+	require.Equal(t, true, d["should_run"])
+	require.Equal(t, todoID, fmt.Sprint(int64(d["selected_todo"].(map[string]any)["todo_id"].(float64))))
+	require.NotNil(t, d["heartbeat_receipt"])
+	for _, k := range []string{"ok", "mode", "goal_id", "agent_id", "state", "reason", "effective_action", "inbox", "quota", "gates", "scheduler_hint"} {
+		require.Contains(t, d, k)
+	}
+	// The same turn id replays the same answer.
+	again := s.cli(t, agentTok, "quota", "should-run", "--goal-id", "demo", "--agent-id", "codex", "--turn-instance-id", "turn-1", "--begin-turn", "--format", "json")
+	require.Equal(t, 0, again.code, again.stderr)
+	require.JSONEq(t, mustJSON(t, d), again.stdout)
+	// A second should-run while the turn is live: busy.
+	busy := s.ok(t, agentTok, "quota", "should-run", "--goal-id", "demo", "--agent-id", "codex")
+	require.Equal(t, "skip", busy["decision"])
+	require.Equal(t, "busy", busy["state"])
+
+	claim := s.ok(t, agentTok, "todo", "claim", "--goal-id", "demo", "--todo-id", todoID, "--agent-id", "codex")
+	require.Equal(t, "codex", claim["claimed_by"])
+	ev := s.ok(t, agentTok, "evidence", "add", "--goal-id", "demo", "--agent-id", "codex", "--todo-id", todoID, "--summary", "parser passes 40 tests", "--kind", "command", "--ref", "go test ./parser")
+	require.NotZero(t, ev["evidence_id"])
+	s.ok(t, agentTok, "refresh-state", "--goal-id", "demo", "--agent-id", "codex", "--turn-instance-id", "turn-1", "--next-action", "add error messages")
+	spend := s.ok(t, agentTok, "quota", "spend-slot", "--goal-id", "demo", "--agent-id", "codex", "--turn-instance-id", "turn-1", "--todo-id", todoID)
+	require.EqualValues(t, 1, spend["spent_slots"], "%v", spend)
+	// A retry of the spend (a new invocation, a new idempotency key) debits nothing more.
+	spend2 := s.ok(t, agentTok, "quota", "spend-slot", "--goal-id", "demo", "--agent-id", "codex", "--turn-instance-id", "turn-1", "--todo-id", todoID)
+	require.Equal(t, spend["quota_event"], spend2["quota_event"])
+	// A spend for a turn that never ran is refused by the state: exit 1.
+	r := s.cli(t, agentTok, "quota", "spend-slot", "--goal-id", "demo", "--agent-id", "codex", "--turn-instance-id", "turn-unknown")
+	require.Equal(t, exitRefused, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
+
+	next := s.ok(t, agentTok, "quota", "should-run", "--goal-id", "demo", "--agent-id", "codex", "--turn-instance-id", "turn-2")
+	q := next["quota"].(map[string]any)
+	require.EqualValues(t, 1, q["spent_slots"])
+	require.EqualValues(t, 3, q["allowed_slots"])
+	require.Equal(t, "run", next["decision"], "the todo is still open: %v", next)
+	require.Equal(t, "add error messages", next["next_action"])
+
+	// Text output is for people.
+	txt := s.cli(t, agentTok, "quota", "status", "--goal-id", "demo", "--agent-id", "codex")
+	require.Equal(t, 0, txt.code, txt.stderr)
+	require.Contains(t, txt.stdout, "quota: 1/3 slots")
+
+	t.Run("bad input exits 2 naming the field and writes nothing", func(t *testing.T) {
+		ctx := t.Context()
+		pool, err := store.Open(ctx, dbURLOf(t, s))
+		require.NoError(t, err)
+		defer pool.Close()
+		var before int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM goal) + (SELECT count(*) FROM todo) + (SELECT count(*) FROM gate) + (SELECT count(*) FROM evidence)`).Scan(&before))
+		long := strings.Repeat("x", 12001)
+		for _, tc := range []struct {
+			args  []string
+			field string
+		}{
+			{[]string{"goal", "create", "--goal-id", "Bad_ID"}, "goal_id"},
+			{[]string{"goal", "create", "--goal-id", "ok", "--allowed-slots", "-1"}, "allowed_slots"},
+			{[]string{"goal", "create", "--goal-id", "ok", "--heartbeat", "every day"}, "heartbeat_spec"},
+			{[]string{"goal", "create", "--goal-id", "ok", "--heartbeat", "0 9 * * *", "--heartbeat-tz", "Mars/Olympus"}, "heartbeat_tz"},
+			{[]string{"todo", "add", "--goal-id", "nope", "--text", "x"}, "goal_id"},
+			{[]string{"todo", "add", "--goal-id", "demo", "--text", long}, "text"},
+			{[]string{"gate", "ask", "--goal-id", "demo", "--agent-id", "codex", "--question", long}, "question"},
+			{[]string{"quota", "should-run", "--goal-id", "demo", "--agent-id", "Not Valid"}, "agent_id"},
+		} {
+			r := s.cli(t, admin, tc.args...)
+			require.Equal(t, exitUsage, r.code, "loopx %s: stdout %s stderr %s", strings.Join(tc.args, " "), r.stdout, r.stderr)
+			require.Contains(t, r.stderr, tc.field+":", "the message names the field")
+		}
+		var after int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM goal) + (SELECT count(*) FROM todo) + (SELECT count(*) FROM gate) + (SELECT count(*) FROM evidence)`).Scan(&after))
+		require.Equal(t, before, after)
+
+		// Usage errors: a missing required flag, an unknown command.
+		require.Equal(t, exitUsage, s.cli(t, admin, "todo", "add", "--goal-id", "demo").code)
+		require.Equal(t, exitUsage, s.cli(t, admin, "goal", "explode").code)
+		// JSON mode prints the error body on stdout for programs.
+		r := s.cli(t, admin, "todo", "add", "--goal-id", "nope", "--text", "x", "--format", "json")
+		require.Equal(t, exitUsage, r.code)
+		require.Equal(t, "not_found", r.json(t)["error"].(map[string]any)["code"])
+	})
+
+	t.Run("security through the CLI", func(t *testing.T) {
+		r := s.cli(t, "", "goal", "list")
+		require.Equal(t, exitUsage, r.code, "no token: %s", r.stderr)
+		r = s.cli(t, "wrong-token-wrong-token", "goal", "list")
+		require.Equal(t, exitUsage, r.code)
+		require.Contains(t, r.stderr, "unauthenticated")
+		r = s.cli(t, agentTok, "quota", "should-run", "--goal-id", "demo", "--agent-id", "someone-else")
+		require.Equal(t, exitRefused, r.code)
+		require.Contains(t, r.stderr, "forbidden")
+	})
+
+	t.Run("doctor", func(t *testing.T) {
+		r := s.cli(t, admin, "doctor", "--format", "json")
+		require.Equal(t, 0, r.code, "%s %s", r.stdout, r.stderr)
+		require.Equal(t, true, r.json(t)["ok"])
+	})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func dbURLOf(t *testing.T, s *server) string {
+	t.Helper()
+	for _, kv := range s.cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "DATABASE_URL="); ok {
+			return v
+		}
+	}
+	t.Fatal("server has no DATABASE_URL")
+	return ""
+}
+
+// TestTwoServesMigrateOnce starts two servers at once on an empty database: both come up
+// and each migration ran once.
+func TestTwoServesMigrateOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	admin := storetest.ServerURL()
+	name := "loopx_e2e_" + strings.ToLower(rand.Text()[:10])
+	conn, err := pgx.Connect(ctx, admin)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, admin); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			_ = c.Close(ctx)
+		}
+	})
+	dbURL := withDB(t, admin, name)
+
+	env := map[string]string{"DATABASE_URL": dbURL, "LOOPX_ADMIN_TOKEN": e2eAdminToken}
+	a, b := launchServe(t, env), launchServe(t, env)
+	a.waitReady(t)
+	b.waitReady(t)
+
+	pool, err := store.Open(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	var rows, distinct int
+	require.NoError(t, pool.QueryRow(ctx,
+		`SELECT count(*), count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0`).Scan(&rows, &distinct))
+	files, err := fs.Glob(store.MigrationFS(), "*.sql")
+	require.NoError(t, err)
+	require.Equal(t, len(files), distinct, "every migration applied")
+	require.Equal(t, distinct, rows, "each migration applied exactly once")
+	// Both answer the API.
+	for _, s := range []*server{a, b} {
+		r := s.cli(t, e2eAdminToken, "goal", "list", "--format", "json")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+}
+
+func withDB(t *testing.T, admin, name string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(admin)
+	require.NoError(t, err)
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+}
+
+// TestServeWithoutDatabaseURL runs serve the way `make run` does: no DATABASE_URL, so a
+// private cluster under LOOPX_HOME, and a generated admin token kept there with mode 0600.
+func TestServeWithoutDatabaseURL(t *testing.T) {
+	t.Parallel()
+	if _, err := devpg.BinDir(); errors.Is(err, devpg.ErrNoBinaries) {
+		t.Skip("no PostgreSQL server binaries on this machine")
+	}
+	// A home the postgres system user can enter (when the test runs as root); serve would
+	// otherwise keep the cluster under /var/lib/loopx.
+	home := filepath.Join(reachableTempDir(t), "home")
+	require.NoError(t, os.Mkdir(home, 0o755))
+	s := startServe(t, map[string]string{"LOOPX_HOME": home})
+
+	st, err := os.Stat(filepath.Join(home, tokenFile))
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o600), st.Mode().Perm())
+	token, err := readToken(filepath.Join(home, tokenFile))
+	require.NoError(t, err)
+	require.Len(t, token, 64)
+
+	r := s.cli(t, token, "goal", "create", "--goal-id", "local")
+	require.Equal(t, 0, r.code, r.stderr)
+	s.stop(t)
+
+	// The data survives a restart, and the token is the same.
+	s2 := startServe(t, map[string]string{"LOOPX_HOME": home})
+	token2, err := readToken(filepath.Join(home, tokenFile))
+	require.NoError(t, err)
+	require.Equal(t, token, token2)
+	m := s2.ok(t, token, "goal", "show", "--goal-id", "local")
+	require.Equal(t, "local", m["id"])
+}
+
+// reachableTempDir is a temp dir the postgres system user can enter when tests run as root.
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	for p := d; p != filepath.Dir(p) && p != os.TempDir(); p = filepath.Dir(p) {
+		require.NoError(t, os.Chmod(p, 0o755))
+	}
+	return d
+}
