@@ -278,4 +278,3 @@ func (t *tokenSource) clearIf(tok string) {
 	}
 	t.mu.Unlock()
 }
-

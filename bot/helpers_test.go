@@ -122,7 +122,9 @@ func (o storeOutbox) Release(ctx context.Context, owner string) error {
 func (o storeOutbox) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	return o.st.NextOutboxDue(ctx)
 }
-func (o storeOutbox) Listen(ctx context.Context, wake func()) error { return o.st.ListenOutbox(ctx, wake) }
+func (o storeOutbox) Listen(ctx context.Context, wake func()) error {
+	return o.st.ListenOutbox(ctx, wake)
+}
 
 type storeLimiter struct {
 	st     *store.Store

@@ -1,0 +1,224 @@
+package bot_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loopx/bot"
+	"loopx/bot/sandbox"
+)
+
+// checkExactlyOnce asserts the chat holds exactly the n texts "<prefix>NNN" in commit order.
+func checkExactlyOnce(t *testing.T, msgs []sandbox.Message, prefix string, n int) {
+	t.Helper()
+	require.Len(t, msgs, n)
+	uuids := map[string]bool{}
+	for i, m := range msgs {
+		require.Equal(t, fmt.Sprintf("%s%03d", prefix, i), m.Text(), "message %d out of order or duplicated", i)
+		require.False(t, uuids[m.UUID], "uuid %s sent twice", m.UUID)
+		uuids[m.UUID] = true
+	}
+}
+
+func (e *env) waitAllSent(n int, within time.Duration) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		return e.count(`SELECT count(*) FROM outbox WHERE state = 'sent'`) == n
+	}, within, 20*time.Millisecond, "not all outbox rows were sent")
+}
+
+// Lark's real limits: one chat, two senders, never above 5 per second by the sandbox's count.
+func TestBurstToOneChatHoldsFivePerSecond(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	chat := e.sb.DefaultChatID()
+	const n = 30
+	for i := range n {
+		e.insertOutbox("text", chat, fmt.Sprintf("burst-%03d", i), fmt.Sprintf("burst-uuid-%03d", i))
+	}
+	e.startSender("s1", bot.DefaultRateLimits)
+	e.startSender("s2", bot.DefaultRateLimits)
+	e.waitAllSent(n, 20*time.Second)
+
+	st := e.sb.Chat(chat).Stats()
+	require.LessOrEqual(t, st.MaxPerSecond, 5, "chat limit exceeded")
+	require.LessOrEqual(t, st.MaxAttemptsPerSecond, 5, "sends offered above the chat limit")
+	require.Zero(t, st.RateLimited)
+	checkExactlyOnce(t, e.sb.Chat(chat).BotMessages(), "burst-", n)
+}
+
+// 500 replies to one chat across two senders, with a 429 storm and a token revocation mid-run.
+// The per-second window is Lark's; to keep the test short the sandbox's chat limit and ours are
+// both raised to 100/s (the sender logic is the same, only the numbers differ).
+func TestBurst500WithRateLimitStormAndRevocation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{transport: bot.TransportHTTP, sandbox: sandbox.Options{ChatRateLimit: 100, AppRateLimit: 200}})
+	chat := e.sb.DefaultChatID()
+	const n = 500
+	for i := range n {
+		e.insertOutbox("text", chat, fmt.Sprintf("m-%03d", i), fmt.Sprintf("u-%03d", i))
+	}
+	limits := bot.RateLimits{PerChat: 100, PerApp: 200, Window: time.Second}
+	e.startSender("s1", limits)
+	e.startSender("s2", limits)
+
+	require.Eventually(t, func() bool { return e.count(`SELECT count(*) FROM outbox WHERE state = 'sent'`) >= 100 }, 20*time.Second, 10*time.Millisecond)
+	e.sb.FailNext(sandbox.RouteCreate, 5, sandbox.Fail{HTTP: 429, Code: sandbox.CodeRateLimited, Msg: "request trigger frequency limit",
+		Headers: map[string]string{"x-ogw-ratelimit-reset": "1"}})
+	require.Eventually(t, func() bool { return e.count(`SELECT count(*) FROM outbox WHERE state = 'sent'`) >= 250 }, 20*time.Second, 10*time.Millisecond)
+	issued := e.sb.TokenIssues()
+	e.sb.Revoke()
+	e.sb.FailNext(sandbox.RouteCreate, 3, sandbox.Fail{HTTP: 503, Code: 1, Msg: "unavailable"})
+	e.waitAllSent(n, 40*time.Second)
+
+	require.Greater(t, e.sb.TokenIssues(), issued, "a fresh token was fetched after the revocation")
+	st := e.sb.Chat(chat).Stats()
+	require.LessOrEqual(t, st.MaxPerSecond, 100)
+	require.Zero(t, e.count(`SELECT count(*) FROM outbox WHERE state <> 'sent'`))
+	checkExactlyOnce(t, e.sb.Chat(chat).BotMessages(), "m-", n)
+}
+
+func TestCommittedReplyIsSentWithin100ms(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e.startSender("s1", bot.DefaultRateLimits)
+	// Warm up the token and connections.
+	e.insertOutbox("text", e.sb.DefaultChatID(), "warm", "warm-1")
+	e.waitAllSent(1, 5*time.Second)
+	var worst time.Duration
+	for i := range 5 {
+		chat := fmt.Sprintf("oc_lat_%d", i)
+		require.NoError(t, e.sb.AddChat(chat, sandbox.ChatGroup, chat))
+		start := time.Now()
+		e.insertOutbox("text", chat, "ping", fmt.Sprintf("lat-%d", i))
+		require.Eventually(t, func() bool { return len(e.sb.Chat(chat).BotMessages()) == 1 }, 3*time.Second, time.Millisecond)
+		worst = max(worst, time.Since(start))
+	}
+	t.Logf("worst commit-to-Lark latency: %s", worst)
+	require.Less(t, worst, 250*time.Millisecond, "notification wake-up, not the 500 ms fallback poll")
+}
+
+func TestPermanentFailuresAreMarkedWithTheirCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	ctx := t.Context()
+	require.NoError(t, e.sb.AddChat("oc_gone", sandbox.ChatGroup, "gone"))
+	e.sb.RemoveBot("oc_gone")
+	e.insertOutbox("text", "oc_gone", "hello?", "f-1")
+	e.insertOutbox("card", "oc_big", `{"schema":"2.0","body":{"elements":[{"tag":"markdown","content":"`+strings.Repeat("x", 31*1024)+`"}]}}`, "f-2")
+	e.insertOutbox("text", "oc_big2", strings.Repeat("y", 151*1024), "f-3")
+	e.insertOutbox("card", "oc_bad", `{not json`, "f-4")
+	require.NoError(t, e.sb.AddChat("oc_scope", sandbox.ChatGroup, "scope"))
+	e.sb.FailNext(sandbox.RouteCreate, 1, sandbox.Fail{Code: 99991672, Msg: "Access denied. One of the following scopes is required: [im:message:send_as_bot]"})
+	// Order of creates is not fixed across chats, so the scope failure goes to whichever
+	// create comes first; only oc_scope and oc_gone reach Lark.
+	e.insertOutbox("text", "oc_scope", "needs scope", "f-5")
+	e.startSender("s1", bot.DefaultRateLimits)
+
+	require.Eventually(t, func() bool { return e.count(`SELECT count(*) FROM outbox WHERE state = 'failed'`) == 5 }, 10*time.Second, 20*time.Millisecond)
+	var reasons []string
+	rows, err := e.st.Pool().Query(ctx, `SELECT uuid, last_code, last_error FROM outbox ORDER BY uuid`)
+	require.NoError(t, err)
+	codes := map[string]int{}
+	for rows.Next() {
+		var u, msg string
+		var code int
+		require.NoError(t, rows.Scan(&u, &code, &msg))
+		codes[u] = code
+		reasons = append(reasons, msg)
+	}
+	require.NoError(t, rows.Err())
+	require.Contains(t, reasons[1], "30 KB")
+	require.Contains(t, reasons[2], "150 KB")
+	require.Contains(t, reasons[3], "not valid JSON")
+	got := []int{codes["f-1"], codes["f-5"]}
+	slices.Sort(got)
+	require.Equal(t, []int{230002, 99991672}, got)
+
+	fails, err := e.st.OutboxFailures(ctx, "oc_big", 10)
+	require.NoError(t, err)
+	require.Len(t, fails, 1)
+}
+
+func TestReplyToRecalledMessageFallsBackToNewMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	chat := e.sb.DefaultChatID()
+	d, err := e.sb.UserSays(chat, sandbox.ChatGroup, owner, "question", sandbox.MentionBot())
+	require.NoError(t, err)
+	require.True(t, waitDelivery(t, d).Acked)
+	// The reply the router queued will find its target recalled.
+	e.sb.FailNext(sandbox.RouteReply, 1, sandbox.Fail{Code: sandbox.CodeMessageRecalled, Msg: "message recalled"})
+	e.startSender("s1", bot.DefaultRateLimits)
+	e.waitAllSent(1, 5*time.Second)
+	msgs := e.sb.Chat(chat).BotMessages()
+	require.Len(t, msgs, 1)
+	require.Empty(t, msgs[0].ParentID, "sent as a new message in the chat")
+	require.Equal(t, "got: @_user_1 question", msgs[0].Text())
+}
+
+func TestCardUpdateAndReaction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	ctx := t.Context()
+	chat := e.sb.DefaultChatID()
+	d, err := e.sb.UserSays(chat, sandbox.ChatGroup, owner, "status?", sandbox.MentionBot())
+	require.NoError(t, err)
+	require.True(t, waitDelivery(t, d).Acked)
+	card := e.insertOutbox("card", chat, `{"schema":"2.0","body":{"elements":[{"tag":"markdown","content":"v1"}]}}`, "cu-card")
+	_, err = e.st.Pool().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, update_of, content) VALUES ('cu-upd', 'card_update', $1, $2, $3)`,
+		chat, card, `{"schema":"2.0","body":{"elements":[{"tag":"markdown","content":"v2"}]}}`)
+	require.NoError(t, err)
+	_, err = e.st.Pool().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, target_message, content) VALUES ('cu-react', 'reaction', $1, $2, 'OK')`,
+		chat, d.MessageID)
+	require.NoError(t, err)
+	e.startSender("s1", bot.DefaultRateLimits)
+	e.waitAllSent(4, 10*time.Second) // reply, card, update, reaction
+
+	var cardMsg string
+	require.NoError(t, e.st.Pool().QueryRow(ctx, `SELECT lark_message_id FROM outbox WHERE id = $1`, card).Scan(&cardMsg))
+	m, ok := e.sb.Message(cardMsg)
+	require.True(t, ok)
+	require.True(t, m.Updated)
+	require.Contains(t, m.Content, "v2")
+	user, ok := e.sb.Message(d.MessageID)
+	require.True(t, ok)
+	require.Len(t, user.Reactions, 1)
+	require.Equal(t, "OK", user.Reactions[0].EmojiType)
+}
+
+// Shutdown lets an in-flight send finish and hands back what was not started.
+func TestSenderShutdownFinishesInFlightAndReleases(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	chat := e.sb.DefaultChatID()
+	e.insertOutbox("text", chat, "slow", "sd-1")
+	e.insertOutbox("text", chat, "queued", "sd-2")
+	e.sb.FailNext(sandbox.RouteCreate, 1, sandbox.Fail{Delay: 800 * time.Millisecond})
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), storeOutbox{e.st}, storeLimiter{e.st, bot.DefaultRateLimits},
+		bot.SenderOptions{Owner: "sd", Logger: quietLogger()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	require.Eventually(t, func() bool { return e.count(`SELECT count(*) FROM outbox WHERE state = 'sending'`) == 1 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("sender did not stop")
+	}
+	require.Less(t, time.Since(start), 4*time.Second)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM outbox WHERE uuid = 'sd-1' AND state = 'sent'`), "the in-flight send completed")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM outbox WHERE uuid = 'sd-2' AND state = 'pending' AND claimed_by = ''`), "nothing left claimed")
+	require.Len(t, e.sb.Chat(chat).BotMessages(), 1)
+}
