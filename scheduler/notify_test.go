@@ -153,7 +153,6 @@ func TestGateRemindersBackOffEscalateAndStop(t *testing.T) {
 	require.Contains(t, rows[0].content, "第 1 次提醒")
 }
 
-
 // cardText collects every text in a card, so assertions do not depend on layout.
 func cardText(t *testing.T, content string) string {
 	t.Helper()
