@@ -182,3 +182,9 @@ func goalIDs(prefix string, n int) []string {
 }
 
 var _ = storetest.ServerURL
+
+func contextWithCancel(t testing.TB) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx, cancel
+}

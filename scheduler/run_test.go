@@ -1,0 +1,96 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loopx/scheduler"
+	"loopx/scheduler/quota"
+	"loopx/store"
+	"loopx/store/storetest"
+)
+
+// Run sleeps (MaxSleep is 5 minutes) and is woken by NOTIFY when a goal gets a heartbeat:
+// the new schedule is armed within a second or two, which only the notification can do.
+func TestRunWakesOnScheduleChange(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.New(t, store.Options{})
+	s, err := scheduler.New(scheduler.Config{Store: st, Decider: quota.NewService(st, quota.Options{}), Replica: "run"})
+	require.NoError(t, err)
+	runCtx, stop := contextWithCancel(t)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	time.Sleep(300 * time.Millisecond) // Run is asleep on an empty database
+
+	_, err = st.CreateGoal(ctx, store.CreateGoalParams{ID: "wake", Owners: []string{"ou_a"}, HeartbeatSpec: "*/5 * * * *", Meta: admin})
+	require.NoError(t, err)
+	_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "wake", AgentID: "a1", Meta: admin})
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool {
+		list, err := st.ScheduleByGoal(ctx, "wake")
+		require.NoError(t, err)
+		for _, sc := range list {
+			if sc.Kind == store.ScheduleHeartbeat && !sc.NextFireAt.IsZero() {
+				return true
+			}
+		}
+		return false
+	}, 3*time.Second, 20*time.Millisecond, "the heartbeat was armed after the notification")
+
+	stop()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// stop_until_explicit_resume holds the heartbeat; resuming the goal releases it.
+func TestPausedGoalHoldsHeartbeatUntilResume(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := newClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	st := storetest.New(t, store.Options{Now: c.Now})
+	s, err := scheduler.New(scheduler.Config{Store: st, Decider: quota.NewService(st, quota.Options{Now: c.Now}),
+		Now: c.Now, MaxJitter: -1})
+	require.NoError(t, err)
+	_, err = st.CreateGoal(ctx, store.CreateGoalParams{ID: "hold", Owners: []string{"ou_a"}, HeartbeatSpec: "*/5 * * * *", Meta: admin})
+	require.NoError(t, err)
+	_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "hold", AgentID: "a1", Meta: admin})
+	require.NoError(t, err)
+	step := func(d time.Duration) scheduler.Stats {
+		c.Add(d)
+		stats, err := s.Step(ctx)
+		require.NoError(t, err)
+		return stats
+	}
+	require.Equal(t, 1, step(0).Ticks, "12:00 fires at once")
+	_, err = st.StopGoal(ctx, store.GoalRef{GoalID: "hold", Meta: admin})
+	require.NoError(t, err)
+	require.Equal(t, 1, step(5*time.Minute).Ticks)
+	ticks, err := st.TicksByGoal(ctx, store.TicksParams{GoalID: "hold", Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, quota.StatePaused, ticks[0].Reason)
+	list, err := st.ScheduleByGoal(ctx, "hold")
+	require.NoError(t, err)
+	for _, sc := range list {
+		if sc.Kind == store.ScheduleHeartbeat {
+			require.True(t, sc.Held)
+		}
+	}
+	require.Zero(t, step(3*time.Hour).Ticks, "held: no ticks while paused")
+
+	_, err = st.ResumeGoal(ctx, store.GoalRef{GoalID: "hold", Meta: admin})
+	require.NoError(t, err)
+	step(0)
+	require.Equal(t, 1, step(5*time.Minute).Ticks, "resumed: the heartbeat fires again")
+	// The held hours are not missed fires: the hold was a decision, recorded once.
+	missed, err := st.TicksByGoal(ctx, store.TicksParams{GoalID: "hold", Outcome: store.TickMissed})
+	require.NoError(t, err)
+	require.Empty(t, missed)
+}
