@@ -379,6 +379,9 @@ type AnswerGateParams struct {
 	// CardVersion, when non-zero, must equal the gate's card_version (a click on an older
 	// card is ErrConflict).
 	CardVersion int
+	// ByAdmin: the caller verified that AnsweredBy is a LoopX admin (LOOPX_ADMINS), who may
+	// answer any goal's gates without being an owner.
+	ByAdmin bool
 	// Notice, when set, runs inside the transaction with the answered gate (card update).
 	Notice func(Gate) ([]OutboxInsert, error) `json:"-"`
 	Meta   Meta                               `json:"-"`
