@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -45,7 +46,7 @@ type TickSnapshot struct {
 }
 
 // tickSnapshotSQL reads everything should-run needs in one statement. $1 goal, $2 agent,
-// $3 now.
+// $3 now, $4 receipt key ("" = none).
 const tickSnapshotSQL = `
 WITH g AS (
 	SELECT ` + goalCols + ` FROM goal WHERE id = $1
@@ -98,49 +99,67 @@ SELECT
 	(SELECT identity FROM hint_state WHERE goal_id = $1 AND agent_id = $2),
 	(SELECT step FROM hint_state WHERE goal_id = $1 AND agent_id = $2),
 	(SELECT detail->>'next_action' FROM quota_ledger
-	   WHERE goal_id = $1 AND agent_id = $2 AND kind = 'state_refreshed' ORDER BY id DESC LIMIT 1)`
+	   WHERE goal_id = $1 AND agent_id = $2 AND kind = 'state_refreshed' ORDER BY id DESC LIMIT 1),
+	(SELECT request_hash FROM receipt WHERE $4 <> '' AND key = $4),
+	(SELECT body FROM receipt WHERE $4 <> '' AND key = $4)`
 
 // ReadTickSnapshot reads the should-run snapshot for goal x agent at now in one statement.
 // db may be a transaction. An unknown goal or agent is reported in GoalFound / AgentFound,
 // not as an error.
 func ReadTickSnapshot(ctx context.Context, db DB, goalID, agentID string, now time.Time) (TickSnapshot, error) {
+	snap, _, err := ReadTickSnapshotWithReceipt(ctx, db, goalID, agentID, "", nil, now)
+	return snap, err
+}
+
+// ReadTickSnapshotWithReceipt is ReadTickSnapshot that also looks up the receipt stored under
+// receiptKey in the same statement: found, it is returned (and the snapshot may be ignored);
+// stored for another request hash, the error is ErrConflict.
+func ReadTickSnapshotWithReceipt(ctx context.Context, db DB, goalID, agentID, receiptKey string, hash []byte, now time.Time) (TickSnapshot, *Receipt, error) {
 	var (
 		snap                          TickSnapshot
 		goalJSON, agentJSON, liveJSON []byte
 		gatesJSON, todosJSON          []byte
 		hintIdentity, nextAction      *string
 		hintStep                      *int
+		rcHash, rcBody                []byte
 	)
-	err := db.QueryRow(ctx, tickSnapshotSQL, goalID, agentID, now).Scan(
+	err := db.QueryRow(ctx, tickSnapshotSQL, goalID, agentID, now, receiptKey).Scan(
 		&goalJSON, &agentJSON, &liveJSON, &snap.SpentSlots, &snap.FreeingSpendAt, &gatesJSON, &todosJSON,
 		&snap.BlockedGates, &snap.InboxPending, &snap.InboxSteer, &snap.RecentProgress,
-		&hintIdentity, &hintStep, &nextAction)
+		&hintIdentity, &hintStep, &nextAction, &rcHash, &rcBody)
 	if err != nil {
-		return TickSnapshot{}, fmt.Errorf("read should-run snapshot: %w", mapErr(err))
+		return TickSnapshot{}, nil, fmt.Errorf("read should-run snapshot: %w", mapErr(err))
+	}
+	if rcBody != nil {
+		if string(rcHash) != string(hash) {
+			return TickSnapshot{}, nil, Errorf(ErrConflict, "turn_instance_id",
+				"this turn instance id was already used for a different request; use a new id")
+		}
+		return TickSnapshot{}, &Receipt{Key: receiptKey, RequestHash: rcHash, Status: 200, Body: rcBody}, nil
 	}
 	if goalJSON != nil {
 		snap.GoalFound = true
 		if err := json.Unmarshal(goalJSON, &snap.Goal); err != nil {
-			return TickSnapshot{}, fmt.Errorf("decode goal: %w", err)
+			return TickSnapshot{}, nil, fmt.Errorf("decode goal: %w", err)
 		}
 	}
 	if agentJSON != nil {
 		snap.AgentFound = true
 		if err := json.Unmarshal(agentJSON, &snap.Agent); err != nil {
-			return TickSnapshot{}, fmt.Errorf("decode agent: %w", err)
+			return TickSnapshot{}, nil, fmt.Errorf("decode agent: %w", err)
 		}
 	}
 	if liveJSON != nil {
 		snap.LiveTurn = new(Turn)
 		if err := json.Unmarshal(liveJSON, snap.LiveTurn); err != nil {
-			return TickSnapshot{}, fmt.Errorf("decode live turn: %w", err)
+			return TickSnapshot{}, nil, fmt.Errorf("decode live turn: %w", err)
 		}
 	}
 	if err := json.Unmarshal(gatesJSON, &snap.OpenGates); err != nil {
-		return TickSnapshot{}, fmt.Errorf("decode gates: %w", err)
+		return TickSnapshot{}, nil, fmt.Errorf("decode gates: %w", err)
 	}
 	if err := json.Unmarshal(todosJSON, &snap.Runnable); err != nil {
-		return TickSnapshot{}, fmt.Errorf("decode todos: %w", err)
+		return TickSnapshot{}, nil, fmt.Errorf("decode todos: %w", err)
 	}
 	if hintIdentity != nil {
 		snap.HintIdentity = *hintIdentity
@@ -151,7 +170,77 @@ func ReadTickSnapshot(ctx context.Context, db DB, goalID, agentID string, now ti
 	if nextAction != nil {
 		snap.NextAction = *nextAction
 	}
-	return snap, nil
+	return snap, nil, nil
+}
+
+// TickRecord is what should-run writes after deciding.
+type TickRecord struct {
+	Entry        LedgerEntry // the tick_decision row (Kind is set by RecordTick)
+	HintIdentity string
+	HintStep     int
+	// ReceiptKey, when set, stores Body as the heartbeat receipt, with the new ledger row's
+	// id written at heartbeat_receipt.event_id.
+	ReceiptKey  string
+	RequestHash []byte
+	Body        json.RawMessage
+	// Async lets the commit return before its WAL record is flushed (synchronous_commit off
+	// for this transaction). Use it only when the transaction changed nothing but the record:
+	// a crash may then lose the last fraction of a second of tick records, never more.
+	Async bool
+}
+
+// ErrReceiptRace reports that a concurrent call stored the receipt first; the caller rolls
+// back and retries, and then replays that receipt.
+var ErrReceiptRace = errors.New("receipt stored concurrently")
+
+// RecordTick writes a should-run decision in one statement: the tick_decision ledger row,
+// the hint progression and the heartbeat receipt. It returns the ledger row id.
+func RecordTick(ctx context.Context, db DB, r TickRecord) (int64, error) {
+	detail := r.Entry.Detail
+	if detail == nil {
+		detail = json.RawMessage(`{}`)
+	}
+	var turnID, todoID any
+	if r.Entry.TurnID != 0 {
+		turnID = r.Entry.TurnID
+	}
+	if r.Entry.TodoID != 0 {
+		todoID = r.Entry.TodoID
+	}
+	body := r.Body
+	if body == nil {
+		body = json.RawMessage(`{}`)
+	}
+	var id int64
+	var stored int
+	err := db.QueryRow(ctx, `
+		WITH cfg AS (
+			SELECT CASE WHEN $11::bool THEN set_config('synchronous_commit', 'off', true) END AS v
+		), l AS (
+			INSERT INTO quota_ledger (goal_id, agent_id, kind, turn_id, todo_id, detail, created_at)
+			VALUES ($1, $2, 'tick_decision', $3, $4, $5, $6) RETURNING id
+		), h AS (
+			INSERT INTO hint_state (goal_id, agent_id, identity, step, updated_at) VALUES ($1, $2, $7, $8, $6)
+			ON CONFLICT (goal_id, agent_id) DO UPDATE
+			SET identity = EXCLUDED.identity, step = EXCLUDED.step, updated_at = EXCLUDED.updated_at
+			RETURNING 1
+		), r AS (
+			INSERT INTO receipt (key, request_hash, status, body, created_at)
+			SELECT $9, $10, 200, jsonb_set($12::jsonb, '{heartbeat_receipt,event_id}', to_jsonb(l.id)), $6
+			FROM l WHERE $9 <> ''
+			ON CONFLICT (key) DO NOTHING RETURNING 1
+		)
+		SELECT l.id, (SELECT count(*)::int FROM r) + CASE WHEN $9 = '' THEN 1 ELSE 0 END
+		FROM l, cfg, (SELECT count(*) FROM h) hc`,
+		r.Entry.GoalID, r.Entry.AgentID, turnID, todoID, detail, r.Entry.CreatedAt,
+		r.HintIdentity, r.HintStep, r.ReceiptKey, r.RequestHash, r.Async, body).Scan(&id, &stored)
+	if err != nil {
+		return 0, fmt.Errorf("record tick: %w", mapErr(err))
+	}
+	if stored == 0 {
+		return 0, ErrReceiptRace
+	}
+	return id, nil
 }
 
 // SaveHintState stores the scheduler-hint progression of goal x agent.

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -58,6 +59,21 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 	if p.BeginTurn && instance == "" {
 		instance = newInstanceID()
 	}
+	// A concurrent call with the same instance id may store the receipt first; the retry then
+	// replays it.
+	for attempt := 0; ; attempt++ {
+		d, err := s.shouldRunOnce(ctx, p, instance, actor, surface)
+		if errors.Is(err, store.ErrReceiptRace) && attempt == 0 {
+			continue
+		}
+		if err != nil {
+			return Decision{}, fmt.Errorf("should-run: %w", err)
+		}
+		return d, nil
+	}
+}
+
+func (s *Service) shouldRunOnce(ctx context.Context, p ShouldRunParams, instance, actor, surface string) (Decision, error) {
 	var out Decision
 	err := s.st.WithTx(ctx, func(tx pgx.Tx) error {
 		now := s.now()
@@ -67,21 +83,17 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 			key = store.HeartbeatReceiptKey(p.GoalID, p.AgentID, instance)
 			// Any call naming this turn instance replays: the hash covers only the identity.
 			hash, _ = store.RequestHash("quota.should_run", []string{p.GoalID, p.AgentID, instance})
-			rc, found, err := store.LookupReceipt(ctx, tx, key, hash)
-			if err != nil {
-				return err
-			}
-			if found {
-				if err := json.Unmarshal(rc.Body, &out); err != nil {
-					return fmt.Errorf("decode heartbeat receipt: %w", err)
-				}
-				out.Replayed = true
-				return nil
-			}
 		}
-		snap, err := store.ReadTickSnapshot(ctx, tx, p.GoalID, p.AgentID, now)
+		snap, rc, err := store.ReadTickSnapshotWithReceipt(ctx, tx, p.GoalID, p.AgentID, key, hash, now)
 		if err != nil {
 			return err
+		}
+		if rc != nil {
+			if err := json.Unmarshal(rc.Body, &out); err != nil {
+				return fmt.Errorf("decode heartbeat receipt: %w", err)
+			}
+			out.Replayed = true
+			return nil
 		}
 		if !snap.GoalFound {
 			return store.Errorf(store.ErrNotFound, "goal_id", "no goal %q", p.GoalID)
@@ -90,21 +102,23 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 			return store.Errorf(store.ErrNotFound, "agent_id", "no agent %q on goal %q; register it first", p.AgentID, p.GoalID)
 		}
 		d := Decide(snap, now)
+		changed := false // state beyond the decision record: must be durable at commit
 		if d.State == StateStalled {
 			if d, err = s.openStallGate(ctx, tx, snap, d, actor, surface, now); err != nil {
 				return err
 			}
+			changed = true
 		}
 		if d.ShouldRun && p.BeginTurn {
 			if d, err = s.beginTurn(ctx, tx, p, snap, d, instance, actor, surface, now); err != nil {
 				return err
 			}
+			changed = d.Turn != nil
 		}
-		todoID := int64(0)
+		todoID, turnID := int64(0), int64(0)
 		if d.SelectedTodo != nil {
 			todoID = d.SelectedTodo.ID
 		}
-		turnID := int64(0)
 		if d.Turn != nil {
 			turnID = d.Turn.ID
 		}
@@ -112,31 +126,30 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 			"decision": d.Decision, "state": d.State, "reason": d.Reason, "effective_action": d.EffectiveAction,
 			"turn_instance_id": instance, "hint": d.SchedulerHint.Action, "interval_minutes": d.SchedulerHint.IntervalMinutes,
 		})
-		e, err := store.InsertLedger(ctx, tx, store.LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID,
-			Kind: store.LedgerTickDecision, TurnID: turnID, TodoID: todoID, Detail: detail, CreatedAt: now})
+		var body []byte
+		if key != "" {
+			d.HeartbeatReceipt = &HeartbeatReceipt{Status: "committed", TurnInstanceID: instance}
+			if body, err = json.Marshal(d); err != nil {
+				return fmt.Errorf("encode heartbeat receipt: %w", err)
+			}
+		}
+		id, err := store.RecordTick(ctx, tx, store.TickRecord{
+			Entry: store.LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID, TurnID: turnID, TodoID: todoID,
+				Detail: detail, CreatedAt: now},
+			HintIdentity: d.Identity, HintStep: d.SchedulerHint.Step,
+			ReceiptKey: key, RequestHash: hash, Body: body,
+			Async: !changed,
+		})
 		if err != nil {
 			return err
 		}
-		if err := store.SaveHintState(ctx, tx, p.GoalID, p.AgentID, d.Identity, d.SchedulerHint.Step, now); err != nil {
-			return err
-		}
-		if key != "" {
-			d.HeartbeatReceipt = &HeartbeatReceipt{Status: "committed", EventID: e.ID, TurnInstanceID: instance}
-			body, err := json.Marshal(d)
-			if err != nil {
-				return fmt.Errorf("encode heartbeat receipt: %w", err)
-			}
-			if err := store.SaveReceipt(ctx, tx, store.Receipt{Key: key, RequestHash: hash, Status: 200, Body: body, CreatedAt: now}); err != nil {
-				return err
-			}
+		if d.HeartbeatReceipt != nil {
+			d.HeartbeatReceipt.EventID = id
 		}
 		out = d
 		return nil
 	})
-	if err != nil {
-		return Decision{}, fmt.Errorf("should-run: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 func checkParams(p ShouldRunParams) error {
