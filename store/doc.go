@@ -1,0 +1,25 @@
+// Package store holds every SQL statement of LoopX: the embedded migrations, the record
+// types, and the operations on the durable state in PostgreSQL.
+//
+// Guarantees:
+//   - One operation, one transaction: the state change, its audit row, its idempotency
+//     receipt and any outbox rows (from the caller's Notice callback) commit together or not
+//     at all. No transaction is held across a network call.
+//   - Bad input is refused before anything is written, with a *Error whose Kind is ErrInvalid
+//     and whose Field names the input at fault (ids `[a-z0-9][a-z0-9._-]{0,62}`, text up to
+//     12,000 characters, non-negative quota, cron specs parsed by robfig/cron, IANA zones).
+//   - Idempotency: an operation given Meta.IdempotencyKey stores its result; the same key
+//     with the same request returns that result and writes nothing, another request under the
+//     key is ErrConflict. Keys are scoped by actor. Agent tokens are never stored in clear, so
+//     a replayed registration or rotation returns the agent without its token.
+//   - Concurrency: claims, gate answers, spends and turn opens lock the row they change or
+//     rely on a unique index, so concurrent callers see exactly one winner: a claim never
+//     overwrites another agent's live claim (transfer is explicit), at most one turn per
+//     goal x agent is live, and a turn is debited at most once.
+//   - Refusals that an operation decides (a non-owner answering a gate, a spend that is not
+//     owed) return ErrRefused and leave an audit row with allowed=false.
+//   - Time: operations read the injected clock (Options.Now) once and use it for every
+//     timestamp they write, so tests and replicas reason about one instant per operation.
+//   - Spent quota is summed from the append-only ledger over the rolling window, never kept
+//     as a counter.
+package store
