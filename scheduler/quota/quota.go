@@ -211,3 +211,23 @@ func (s *Service) beginTurn(ctx context.Context, tx pgx.Tx, p ShouldRunParams, s
 		Detail: mustJSON(map[string]any{"agent_id": p.AgentID, "turn_instance_id": t.InstanceID, "todo_id": todoID})})
 	return d, err
 }
+
+// Peek answers should-run without recording anything: no ledger row, no hint step, no gate,
+// no turn (`loopx quota status`). Its hint shows the step the next ShouldRun would take.
+func (s *Service) Peek(ctx context.Context, goalID, agentID string) (Decision, error) {
+	if err := checkParams(ShouldRunParams{GoalID: goalID, AgentID: agentID}); err != nil {
+		return Decision{}, err
+	}
+	now := s.now()
+	snap, err := store.ReadTickSnapshot(ctx, s.st.Pool(), goalID, agentID, now)
+	if err != nil {
+		return Decision{}, fmt.Errorf("quota status: %w", err)
+	}
+	if !snap.GoalFound {
+		return Decision{}, store.Errorf(store.ErrNotFound, "goal_id", "no goal %q", goalID)
+	}
+	if !snap.AgentFound {
+		return Decision{}, store.Errorf(store.ErrNotFound, "agent_id", "no agent %q on goal %q; register it first", agentID, goalID)
+	}
+	return Decide(snap, now), nil
+}

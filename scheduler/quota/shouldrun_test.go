@@ -364,3 +364,16 @@ func TestShouldRunConcurrentBeginOpensOneTurn(t *testing.T) {
 	require.Equal(t, 1, runs)
 	require.Equal(t, 1, count(t, e.st, `SELECT count(*) FROM turn`))
 }
+
+func TestPeekRecordsNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.addTodo(t, "x", 2)
+	d, err := e.svc.Peek(t.Context(), "g", "a")
+	require.NoError(t, err)
+	require.Equal(t, quota.StateEligible, d.State)
+	require.Zero(t, count(t, e.st, `SELECT count(*) FROM quota_ledger`))
+	require.Zero(t, count(t, e.st, `SELECT count(*) FROM hint_state`))
+	_, err = e.svc.Peek(t.Context(), "g", "zz")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
