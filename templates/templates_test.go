@@ -98,7 +98,7 @@ func TestCardTooLargeFallsBackToText(t *testing.T) {
 	require.NoError(t, err)
 	big := strings.Repeat("é", 11000) // 22 KB of question
 	data := gateData(big, 1)
-	data["Blocked"] = strings.Repeat("b", 12000)
+	data["TodoID"], data["TodoText"] = 3, strings.Repeat("b", 12000)
 
 	_, err = set.Card("en", "gate", data)
 	require.True(t, errors.Is(err, templates.ErrTooLarge), "got %v", err)
@@ -145,6 +145,6 @@ func gateData(question string, version int) map[string]any {
 	return map[string]any{
 		"Open": true, "GateID": 7, "Short": "g7", "GoalID": "docs", "AgentID": "codex", "CardVersion": version,
 		"Owners": []string{"ou_a"}, "Question": question, "Options": []string{"approve", "reject"},
-		"Blocked": "the whole goal", "Status": "open", "AnsweredBy": "", "AnsweredAt": "", "Answer": "", "Comment": "",
+		"TodoID": 0, "TodoText": "", "Status": "open", "AnsweredBy": "", "AnsweredAt": "", "Answer": "", "Comment": "",
 	}
 }

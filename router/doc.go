@@ -1,0 +1,35 @@
+// Package router turns every way in from chat into one authorized operation on the state: a
+// Lark message (HandleMessage) or a card click (HandleCardAction), converted by the bot into
+// the transport-neutral Message and CardAction types. (The HTTP API lives in router/api.)
+//
+// Guarantees:
+//   - One transaction per event: the Lark event id (lark_event), the operation, its audit rows
+//     and every outbox row (replies, the receipt reaction, card posts and card updates) commit
+//     together. A repeated event id has no effect (a card click answers "already handled"). An
+//     error return means nothing was committed, so the bot makes Lark redeliver. Kernel
+//     operations run with the idempotency key "lark:<event id>" as a second guard.
+//   - Addressing: in a group only messages that mention the bot by open_id, or reply to (or
+//     sit in the thread of) a message the bot sent, are handled; in a direct chat all are.
+//     Messages from bots, this one included, are ignored.
+//   - Routing is never guessed from prose: an address token at the start (#goal,
+//     #goal/agent, #goal/agent/session) beats the thread (a bot message about a goal at the
+//     thread root or as the parent, or a /bind made in the thread), which beats the chat's
+//     /bind. Nothing or several candidates: the sender is asked which, candidates listed,
+//     nothing is delivered and the message is recorded in unrouted. A goal the sender may not
+//     see (neither owner, member nor admin, and not bound to this chat) is answered exactly like
+//     an unknown goal, with suggestions drawn only from goals the sender may see.
+//   - Delivery modes: inbox (default), /queue, /steer. /steer goes only to the agent's live turn
+//     and is refused, with how to queue instead, when there is none; never downgraded.
+//   - Authorization: owners may do everything on their goal; members may message its agents
+//     and use /status, /gates, /report; admins (Options.Admins) everything; anyone else gets a
+//     reply naming the goal's owners. Every refusal is audited. Card clicks are checked the
+//     same way, plus: the gate must still be open and the card version current.
+//   - The command table in grammar.go is the only list of commands: Parse accepts exactly
+//     those, the router dispatches on them and /help is generated from it. Full-width ／ and
+//     ＃ work like / and #.
+//   - Replies use the chat's language (/lang), else the goal's, else Options.DefaultLang.
+//
+// Hooks for other packages: GateNotice / GateAnsweredNotice render gate cards for
+// store.AskGateParams.Notice and store.AnswerGateParams.Notice; Options.Report answers /report
+// (until the scheduler sets it, the bot says reports are not configured).
+package router

@@ -1,0 +1,341 @@
+package router
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Address is an explicit address token: #goal, #goal/agent or #goal/agent/session.
+type Address struct {
+	Goal    string
+	Agent   string
+	Session string
+}
+
+// String renders the token without the leading #.
+func (a Address) String() string {
+	s := a.Goal
+	if a.Agent != "" {
+		s += "/" + a.Agent
+	}
+	if a.Session != "" {
+		s += "/" + a.Session
+	}
+	return s
+}
+
+// Parsed is what a chat text means. Command "" is a message for an agent.
+type Parsed struct {
+	Command string   // a name from the command table, or "" for a message
+	Mode    string   // message: inbox | queue | steer
+	Addr    *Address // the explicit address token, nil when there is none
+	Text    string   // message body, todo text, or approve/reject comment
+	GateID  int64    // approve / reject
+	Slots   int      // budget
+	Window  int      // budget window in hours; 0 = unchanged
+	Lang    string   // lang
+}
+
+// ParseError is a text that means nothing: Problem says why, Usage shows the right form.
+type ParseError struct {
+	Problem string
+	Usage   string
+}
+
+func (e *ParseError) Error() string {
+	if e.Usage == "" {
+		return e.Problem
+	}
+	return e.Problem + " (usage: " + e.Usage + ")"
+}
+
+// role a sender needs for a command; see authorize.
+type need int
+
+const (
+	needAnyone need = iota
+	needMember
+	needOwner
+	needChat // /lang: a chat setting; see langAllowed
+)
+
+// argKind says how a command's arguments parse.
+type argKind int
+
+const (
+	argsNone    argKind = iota
+	argsGoalOpt         // [#goal]
+	argsGoalReq         // #goal[/agent] (bind)
+	argsBudget          // [#goal] <slots> [<window-hours>]
+	argsTodo            // [#goal] <text>
+	argsGate            // <gate> [comment]
+	argsLang            // en|zh
+)
+
+// command is one row of the table that routes commands and generates /help.
+type command struct {
+	name    string
+	usage   string
+	summary map[string]string // by language
+	need    need
+	args    argKind
+	action  string // the audit action and, in refusals, what the sender tried to do
+}
+
+// commandTable is the single command table: Parse accepts exactly these names, the router
+// dispatches on them, and /help lists them in this order.
+func commandTable() []command {
+	return []command{
+		{"help", "/help", map[string]string{"en": "this list", "zh": "显示本列表"}, needAnyone, argsNone, "chat.help"},
+		{"goals", "/goals", map[string]string{"en": "the goals you own or are a member of", "zh": "列出你负责或参与的目标"}, needAnyone, argsNone, "chat.goals"},
+		{"status", "/status [#goal]", map[string]string{"en": "what a goal and its agents are doing", "zh": "查看目标及其智能体的状态"}, needMember, argsGoalOpt, "chat.status"},
+		{"gates", "/gates [#goal]", map[string]string{"en": "open owner gates", "zh": "列出待决事项"}, needMember, argsGoalOpt, "chat.gates"},
+		{"report", "/report [#goal]", map[string]string{"en": "send a progress report now", "zh": "立即发送进度报告"}, needMember, argsGoalOpt, "chat.report"},
+		{"bind", "/bind #goal[/agent]", map[string]string{"en": "route this chat (or thread) to a goal", "zh": "把本群（或话题）绑定到目标"}, needOwner, argsGoalReq, "chat.bind"},
+		{"unbind", "/unbind [#goal]", map[string]string{"en": "remove this chat's (or thread's) binding", "zh": "解除本群（或话题）的绑定"}, needOwner, argsGoalOpt, "chat.unbind"},
+		{"pause", "/pause #goal", map[string]string{"en": "stop running turns until /resume", "zh": "暂停目标，直到 /resume"}, needOwner, argsGoalOpt, "chat.pause"},
+		{"resume", "/resume #goal", map[string]string{"en": "run a paused goal again", "zh": "恢复已暂停的目标"}, needOwner, argsGoalOpt, "chat.resume"},
+		{"budget", "/budget #goal <slots> [<window-hours>]", map[string]string{"en": "turns allowed per window", "zh": "设置每个时间窗口允许的轮数"}, needOwner, argsBudget, "chat.budget"},
+		{"todo", "/todo #goal <text>", map[string]string{"en": "add a todo for the goal's agents", "zh": "为目标的智能体添加待办"}, needOwner, argsTodo, "chat.todo"},
+		{"approve", "/approve <gate> [comment]", map[string]string{"en": "approve an owner gate, e.g. /approve g12", "zh": "批准待决事项，例如 /approve g12"}, needOwner, argsGate, "chat.approve"},
+		{"reject", "/reject <gate> [comment]", map[string]string{"en": "reject an owner gate", "zh": "拒绝待决事项"}, needOwner, argsGate, "chat.reject"},
+		{"lang", "/lang en|zh", map[string]string{"en": "answer in English or Chinese in this chat", "zh": "设置本群的回复语言"}, needChat, argsLang, "chat.lang"},
+	}
+}
+
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commandTable() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+const (
+	messageUsage = "#goal[/agent[/session]] <text>"
+	maxSlots     = 100000
+)
+
+var (
+	idRe      = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	sessionRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	gateRe    = regexp.MustCompile(`^(?i)#?g?([0-9]{1,18})$`)
+)
+
+// normalize maps the full-width forms Chinese input methods type (／ ＃ and the ideographic
+// space) to ASCII, so "／status ＃docs" works like "/status #docs".
+func normalize(s string) string {
+	return strings.TrimSpace(strings.NewReplacer("／", "/", "＃", "#", "\u3000", " ").Replace(s))
+}
+
+// Parse reads one chat text (bot mention already removed). Every text becomes a command, a
+// message for an agent, or a *ParseError saying what is wrong. Empty text asks for /help.
+func Parse(text string) (Parsed, error) {
+	if !utf8.ValidString(text) {
+		return Parsed{}, &ParseError{Problem: "the message is not valid UTF-8 text"}
+	}
+	s := normalize(text)
+	if s == "" {
+		return Parsed{Command: "help"}, nil
+	}
+	// A message may name its address first and its mode second, or the other way round.
+	var addr *Address
+	if strings.HasPrefix(s, "#") {
+		tok, rest := cut(s)
+		a, err := parseAddress(tok, 3)
+		if err != nil {
+			return Parsed{}, err
+		}
+		addr, s = &a, rest
+	}
+	if strings.HasPrefix(s, "/") {
+		tok, rest := cut(s)
+		name := strings.ToLower(strings.TrimPrefix(tok, "/"))
+		if name == "queue" || name == "steer" {
+			return parseMessage(name, addr, rest)
+		}
+		if addr != nil {
+			return Parsed{}, &ParseError{
+				Problem: fmt.Sprintf("put the command first: /%s %s", name, "#"+addr.String()),
+				Usage:   usageOf(name),
+			}
+		}
+		cmd, ok := lookupCommand(name)
+		if !ok {
+			return Parsed{}, &ParseError{Problem: fmt.Sprintf("unknown command /%s; /help lists the commands", clip(name, 40))}
+		}
+		return parseArgs(cmd, rest)
+	}
+	return parseMessage("inbox", addr, s)
+}
+
+func usageOf(name string) string {
+	if c, ok := lookupCommand(name); ok {
+		return c.usage
+	}
+	return messageUsage
+}
+
+func parseMessage(mode string, addr *Address, rest string) (Parsed, error) {
+	if addr == nil && strings.HasPrefix(rest, "#") {
+		tok, r := cut(rest)
+		a, err := parseAddress(tok, 3)
+		if err != nil {
+			return Parsed{}, err
+		}
+		addr, rest = &a, r
+	}
+	if rest == "" {
+		usage := messageUsage
+		if mode != "inbox" {
+			usage = "/" + mode + " " + messageUsage
+		}
+		return Parsed{}, &ParseError{Problem: "there is no text to deliver", Usage: usage}
+	}
+	return Parsed{Mode: mode, Addr: addr, Text: rest}, nil
+}
+
+func parseArgs(cmd command, rest string) (Parsed, error) {
+	p := Parsed{Command: cmd.name}
+	bad := func(format string, args ...any) (Parsed, error) {
+		return Parsed{}, &ParseError{Problem: fmt.Sprintf(format, args...), Usage: cmd.usage}
+	}
+	// Commands about a goal take its token first; it may be left out where a binding decides.
+	if cmd.args != argsNone && cmd.args != argsGate && cmd.args != argsLang && strings.HasPrefix(rest, "#") {
+		tok, r := cut(rest)
+		depth := 1
+		if cmd.args == argsGoalReq {
+			depth = 2
+		}
+		a, err := parseAddress(tok, depth)
+		if err != nil {
+			var pe *ParseError
+			if asParseError(err, &pe) {
+				pe.Usage = cmd.usage
+			}
+			return Parsed{}, err
+		}
+		p.Addr, rest = &a, r
+	}
+	switch cmd.args {
+	case argsNone:
+		if rest != "" {
+			return bad("/%s takes no arguments", cmd.name)
+		}
+	case argsGoalOpt:
+		if rest != "" {
+			return bad("unexpected %q after /%s", clip(rest, 40), cmd.name)
+		}
+	case argsGoalReq:
+		if p.Addr == nil {
+			return bad("/%s needs the goal to bind, e.g. /bind #my-goal", cmd.name)
+		}
+		if rest != "" {
+			return bad("unexpected %q after /%s #%s", clip(rest, 40), cmd.name, p.Addr)
+		}
+	case argsBudget:
+		f := strings.Fields(rest)
+		if len(f) < 1 || len(f) > 2 {
+			return bad("/budget needs the number of turns (slots) and optionally the window in hours")
+		}
+		n, err := strconv.Atoi(f[0])
+		if err != nil || n < 0 || n > maxSlots {
+			return bad("slots must be a whole number from 0 to %d, got %q", maxSlots, clip(f[0], 20))
+		}
+		p.Slots = n
+		if len(f) == 2 {
+			h, err := strconv.Atoi(strings.TrimSuffix(strings.ToLower(f[1]), "h"))
+			if err != nil || h < 1 || h > 720 {
+				return bad("window-hours must be a whole number from 1 to 720, got %q", clip(f[1], 20))
+			}
+			p.Window = h
+		}
+	case argsTodo:
+		if rest == "" {
+			return bad("/todo needs the text of the todo")
+		}
+		p.Text = rest
+	case argsGate:
+		tok, r := cut(rest)
+		if tok == "" {
+			return bad("/%s needs the gate id, e.g. /%s g12", cmd.name, cmd.name)
+		}
+		m := gateRe.FindStringSubmatch(tok)
+		if m == nil {
+			return bad("%q is not a gate id; gate ids look like g12", clip(tok, 20))
+		}
+		id, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil || id <= 0 {
+			return bad("%q is not a gate id; gate ids look like g12", clip(tok, 20))
+		}
+		p.GateID, p.Text = id, r
+	case argsLang:
+		l := strings.ToLower(strings.TrimSpace(rest))
+		if l != "en" && l != "zh" {
+			return bad("language must be en or zh, got %q", clip(rest, 20))
+		}
+		p.Lang = l
+	}
+	return p, nil
+}
+
+// parseAddress reads "#goal[/agent[/session]]" allowing at most depth parts.
+func parseAddress(tok string, depth int) (Address, error) {
+	body := strings.TrimPrefix(tok, "#")
+	parts := strings.Split(body, "/")
+	if len(parts) > depth {
+		forms := []string{"#goal", "#goal/agent", "#goal/agent/session"}
+		return Address{}, &ParseError{Problem: fmt.Sprintf("%q has too many parts; here the address is %s", clip(tok, 80), forms[depth-1]), Usage: messageUsage}
+	}
+	var a Address
+	a.Goal = strings.ToLower(parts[0])
+	if !idRe.MatchString(a.Goal) {
+		return Address{}, &ParseError{Problem: fmt.Sprintf("goal %q is not a goal id (lowercase letters, digits, '.', '_' and '-', starting with a letter or digit)", clip(parts[0], 80)), Usage: messageUsage}
+	}
+	if len(parts) > 1 {
+		a.Agent = strings.ToLower(parts[1])
+		if !idRe.MatchString(a.Agent) {
+			return Address{}, &ParseError{Problem: fmt.Sprintf("agent %q is not an agent id (lowercase letters, digits, '.', '_' and '-')", clip(parts[1], 80)), Usage: messageUsage}
+		}
+	}
+	if len(parts) > 2 {
+		a.Session = parts[2]
+		if !sessionRe.MatchString(a.Session) {
+			return Address{}, &ParseError{Problem: fmt.Sprintf("session %q is not a session id (letters, digits, '.', '_', ':' and '-', at most 128)", clip(parts[2], 80)), Usage: messageUsage}
+		}
+	}
+	return a, nil
+}
+
+// cut splits off the first whitespace-separated token.
+func cut(s string) (tok, rest string) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, isSpace)
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], strings.TrimSpace(s[i:])
+}
+
+func isSpace(r rune) bool {
+	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' || r == 0x85 || r == 0xA0 || r == 0x3000
+}
+
+func asParseError(err error, target **ParseError) bool {
+	pe, ok := err.(*ParseError)
+	if ok {
+		*target = pe
+	}
+	return ok
+}
+
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}

@@ -1,0 +1,273 @@
+package router_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loopx/router"
+	"loopx/store"
+)
+
+func TestRoutingTable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+
+	// Chat binding: oc_room is bound to docs, whose default agent is codex.
+	m := e.say(member, "please look at the 404s")
+	items := e.inbox("docs", "codex")
+	require.Len(t, items, 1)
+	require.Equal(t, "please look at the 404s", items[0].Text)
+	require.Equal(t, store.ModeInbox, items[0].Mode)
+	require.Equal(t, m.MessageID, items[0].SourceMessage)
+	rows := e.outbox()
+	require.Len(t, rows, 1)
+	require.Equal(t, "reaction", rows[0].Kind, "an accepted message gets a quiet receipt")
+	require.Equal(t, m.MessageID, rows[0].TargetMessage)
+	require.Equal(t, router.ReceiptEmoji, rows[0].Content)
+
+	// Thread: a reply in the thread of a bot message about docs/claude goes there, even
+	// without a mention, and beats the chat binding.
+	id, _, err := store.InsertOutbox(ctx, e.st.Pool(), store.OutboxInsert{Kind: "text", ReceiveID: room, Content: "claude here", GoalID: "docs", AgentID: "claude"})
+	require.NoError(t, err)
+	require.NoError(t, e.st.MarkOutboxSent(ctx, id, "om_bot_claude"))
+	e.outbox()
+	e.send(router.Message{SenderID: member, RootID: "om_bot_claude", ParentID: "om_bot_claude", Text: "thanks, go on"}, false)
+	require.Len(t, e.inbox("docs", "claude"), 1)
+	require.Len(t, e.inbox("docs", "codex"), 1)
+
+	// Explicit token beats the thread.
+	e.send(router.Message{SenderID: owner, RootID: "om_bot_claude", Text: "#infra restart the runner"}, false)
+	require.Len(t, e.inbox("infra", "ops"), 1)
+	require.Len(t, e.inbox("docs", "claude"), 1)
+
+	// A thread binding beats the chat binding.
+	e.send(router.Message{SenderID: owner, RootID: "om_topic", Text: "/bind #infra"}, true)
+	e.send(router.Message{SenderID: owner, RootID: "om_topic", Text: "deploy it"}, true)
+	require.Len(t, e.inbox("infra", "ops"), 2)
+	e.outbox()
+
+	// Unaddressed group chatter, and bot senders, are ignored: nothing written at all.
+	e.send(router.Message{SenderID: member, Text: "lunch?"}, false)
+	e.send(router.Message{SenderID: "ou_otherbot", SenderIsBot: true, Text: "@_user_1 #docs hi"}, true)
+	e.send(router.Message{SenderID: bot, Text: "#docs echo"}, true)
+	require.Empty(t, e.outbox())
+	require.Len(t, e.inbox("docs", "codex"), 1)
+
+	// A direct chat needs no mention; it has no binding, so the token routes.
+	e.send(router.Message{ChatID: "oc_dm", ChatType: router.ChatP2P, SenderID: member, Text: "#docs/claude hi from dm"}, false)
+	require.Len(t, e.inbox("docs", "claude"), 2)
+	e.outbox()
+
+	// A chat bound to two goals: clarify, list both, route nothing, record it.
+	e.send(router.Message{ChatID: "oc_two", SenderID: owner, Text: "/bind #docs"}, true)
+	e.send(router.Message{ChatID: "oc_two", SenderID: owner, Text: "/bind #infra"}, true)
+	e.outbox()
+	before := len(e.unrouted())
+	amb := e.send(router.Message{ChatID: "oc_two", SenderID: owner, Text: "which one gets this?"}, true)
+	r := e.oneReply(amb)
+	require.Contains(t, r.Content, "#docs")
+	require.Contains(t, r.Content, "#infra")
+	u := e.unrouted()
+	require.Len(t, u, before+1)
+	require.Equal(t, "ambiguous", u[len(u)-1].Reason)
+	require.ElementsMatch(t, []string{"docs", "infra"}, u[len(u)-1].Candidates)
+	require.Len(t, e.inbox("docs", "codex"), 1)
+	require.Len(t, e.inbox("infra", "ops"), 2)
+
+	// A goal with two agents and no default: ask which agent.
+	_, err = e.st.Pool().Exec(ctx, `UPDATE agent SET is_default = false WHERE goal_id = 'docs'`) // no kernel op unsets a default
+	require.NoError(t, err)
+	two := e.say(member, "#docs who takes this?")
+	r = e.oneReply(two)
+	require.Contains(t, r.Content, "#docs/claude")
+	require.Contains(t, r.Content, "#docs/codex")
+	require.Equal(t, "need_agent", e.unrouted()[len(e.unrouted())-1].Reason)
+	require.Len(t, e.inbox("docs", "codex"), 1)
+
+	// Unknown goal: suggestions from the sender's goals.
+	unk := e.say(member, "#doc hello")
+	r = e.oneReply(unk)
+	require.Contains(t, r.Content, "#docs")
+	require.Equal(t, "unknown_goal", e.unrouted()[len(e.unrouted())-1].Reason)
+
+	// Unknown agent: closest names.
+	ua := e.say(member, "#docs/codx hello")
+	r = e.oneReply(ua)
+	require.Contains(t, r.Content, "#docs/codex")
+
+	// Nothing bound and no token: ask, route nothing.
+	nb := e.send(router.Message{ChatID: "oc_empty", SenderID: member, Text: "hello?"}, true)
+	r = e.oneReply(nb)
+	require.Contains(t, r.Content, "#docs", "the sender's own goals are offered")
+	require.Equal(t, "no_match", e.unrouted()[len(e.unrouted())-1].Reason)
+}
+
+func TestStrangerNeverLearnsOfGoals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// infra is not bound to oc_lobby and the stranger has no role on it: it must look
+	// exactly like a goal that does not exist.
+	probe := e.send(router.Message{ChatID: "oc_lobby", SenderID: stranger, Text: "#infra hi"}, true)
+	r1 := e.oneReply(probe)
+	missing := e.send(router.Message{ChatID: "oc_lobby", SenderID: stranger, Text: "#nosuch hi"}, true)
+	r2 := e.oneReply(missing)
+	require.Equal(t, strings.ReplaceAll(r1.Content, "infra", "X"), strings.ReplaceAll(r2.Content, "nosuch", "X"))
+	require.NotContains(t, r1.Content, "docs")
+	ref := e.refusals()
+	require.Len(t, ref, 1, "the probe of a hidden goal is audited")
+	require.Equal(t, "infra", ref[0].GoalID)
+	require.Empty(t, e.inbox("infra", "ops"))
+
+	// /goals lists nothing for a stranger; a near miss suggests nothing.
+	g := e.send(router.Message{ChatID: "oc_lobby", SenderID: stranger, Text: "/goals"}, true)
+	require.NotContains(t, e.oneReply(g).Content, "#")
+	near := e.send(router.Message{ChatID: "oc_lobby", SenderID: stranger, Text: "#infr hi"}, true)
+	require.NotContains(t, e.oneReply(near).Content, "#infra")
+}
+
+func TestDeliveryModes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *router.Options) { o.Receipt = router.ReceiptReply })
+	ctx := t.Context()
+
+	// /steer with no live turn: refused with how to queue; nothing delivered, no downgrade.
+	s := e.say(member, "/steer #docs/codex stop and rebase")
+	r := e.oneReply(s)
+	require.Contains(t, r.Content, "no live turn")
+	require.Contains(t, r.Content, "/queue #docs/codex")
+	require.Empty(t, e.inbox("docs", "codex"))
+
+	// With a live turn, /steer lands as a steer item tied to it.
+	turn, err := e.st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "docs", AgentID: "codex", Lease: time.Hour, Meta: setupMeta})
+	require.NoError(t, err)
+	s = e.say(member, "／steer ＃docs/codex stop and rebase")
+	r = e.oneReply(s)
+	require.Contains(t, r.Content, "live turn", "receipt: reply mode names the mode")
+	items := e.inbox("docs", "codex")
+	require.Len(t, items, 1)
+	require.Equal(t, store.ModeSteer, items[0].Mode)
+	require.Equal(t, turn.ID, items[0].TurnID)
+
+	// /queue and the default inbox mode.
+	e.say(member, "/queue #docs after this turn")
+	e.say(member, "#docs whenever")
+	e.outbox()
+	items = e.inbox("docs", "codex")
+	require.Len(t, items, 3)
+	require.Equal(t, store.ModeQueue, items[1].Mode)
+	require.Equal(t, store.ModeInbox, items[2].Mode)
+
+	// The drain order puts the steer item first even though it is not the oldest pending.
+	drained, err := e.chat.Inbox().Drain(ctx, inboxAgent("docs", "codex"), "", 10)
+	require.NoError(t, err)
+	require.Equal(t, store.ModeSteer, drained[0].Mode)
+	require.Len(t, drained, 3)
+
+	// Bounds: too long is refused with a reply; nothing is written.
+	long := e.say(member, "#docs "+strings.Repeat("x", 12001))
+	require.Contains(t, e.oneReply(long).Content, "12000")
+	require.Len(t, e.inbox("docs", "codex"), 3)
+}
+
+func TestInboxFullTellsSender(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *router.Options) { o.Inbox.MaxPending = 2 })
+	e.say(member, "one")
+	e.say(member, "two")
+	e.outbox()
+	m := e.say(member, "three")
+	r := e.oneReply(m)
+	require.Contains(t, r.Content, "holds 2")
+	require.Len(t, e.inbox("docs", "codex"), 2, "nothing dropped silently, nothing over the bound")
+}
+
+func TestReplyLandsInSourceThread(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	m := e.send(router.Message{SenderID: member, RootID: "om_topic_root", Text: "#docs how far along?"}, true)
+	e.outbox()
+	item := e.inbox("docs", "codex")[0]
+	require.Equal(t, "om_topic_root", item.SourceThread)
+
+	ag := inboxAgent("docs", "codex")
+	_, err := e.chat.Inbox().Drain(ctx, ag, "", 10)
+	require.NoError(t, err)
+	res, err := e.chat.Inbox().Reply(ctx, ag, replyParams(item.ID, "", "halfway"))
+	require.NoError(t, err)
+	again, err := e.chat.Inbox().Reply(ctx, ag, replyParams(item.ID, "", "halfway"))
+	require.NoError(t, err)
+	require.Equal(t, res.OutboxID, again.OutboxID)
+	rows := e.outbox()
+	require.Len(t, rows, 1, "the same reply twice is one outbox row")
+	require.Equal(t, room, rows[0].ReceiveID)
+	require.Equal(t, m.MessageID, rows[0].ReplyTo)
+	require.True(t, rows[0].ReplyInThread)
+	require.Equal(t, "halfway", rows[0].Content)
+
+	// Once sent, a reply to the agent's answer routes back to the same agent.
+	require.NoError(t, e.st.MarkOutboxSent(ctx, rows[0].ID, "om_answer"))
+	e.send(router.Message{SenderID: member, ParentID: "om_answer", Text: "great, thanks"}, false)
+	require.Len(t, e.inbox("docs", "codex"), 2)
+}
+
+func TestDuplicateEventHasOneEffect(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := e.say(member, "#docs do it once")
+	require.NoError(t, e.chat.HandleMessage(t.Context(), m)) // Lark redelivers the same event
+	// Another replica receives the same event with a new message object: still one effect.
+	require.NoError(t, e.chat.HandleMessage(t.Context(), m))
+	require.Len(t, e.inbox("docs", "codex"), 1)
+	require.Len(t, e.outbox(), 1, "one receipt")
+
+	p := e.say(owner, "/pause #docs")
+	require.NoError(t, e.chat.HandleMessage(t.Context(), p))
+	require.Equal(t, store.GoalStopped, e.goal("docs").Status)
+	require.Len(t, e.outbox(), 1, "one reply")
+}
+
+func TestBadInputGetsUsage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := e.say(owner, "/budget #docs lots")
+	r := e.oneReply(m)
+	require.Contains(t, r.Content, "slots must be a whole number")
+	require.Contains(t, r.Content, "/budget #goal <slots> [<window-hours>]")
+	require.Equal(t, 24, e.goal("docs").AllowedSlots, "nothing changed")
+
+	h := e.say(member, "")
+	help := e.oneReply(h).Content
+	for _, c := range []string{"/help", "/goals", "/status", "/gates", "/report", "/bind", "/unbind", "/pause", "/resume", "/budget", "/todo", "/approve", "/reject", "/lang"} {
+		require.Contains(t, help, c)
+	}
+
+	require.Error(t, e.chat.HandleMessage(t.Context(), router.Message{ChatID: room, MessageID: "om_x", SenderID: owner, Text: "hi"}), "no event id is a bot bug, reported")
+}
+
+func TestLangAndReport(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := e.say(owner, "/lang zh")
+	require.Contains(t, e.oneReply(m).Content, "中文")
+	s := e.say(member, "/report")
+	require.Contains(t, e.oneReply(s).Content, "未配置", "reports answer in the chat's language, and say they are not configured")
+
+	var got router.ReportRequest
+	e2 := newEnv(t, func(o *router.Options) {
+		o.Report = func(_ context.Context, _ store.DB, req router.ReportRequest) ([]store.OutboxInsert, error) {
+			got = req
+			return []store.OutboxInsert{{Kind: "text", ReceiveID: req.ChatID, ReplyTo: req.ReplyTo, Content: "digest", GoalID: req.GoalID}}, nil
+		}
+	})
+	r := e2.say(member, "/report #docs")
+	rows := e2.outbox()
+	require.Len(t, rows, 1)
+	require.Equal(t, "digest", rows[0].Content)
+	require.Equal(t, router.ReportRequest{GoalID: "docs", ChatID: room, ReplyTo: r.MessageID, Lang: "en", RequestedBy: member}, got)
+}
