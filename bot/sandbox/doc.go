@@ -46,7 +46,8 @@
 //     answers). Revoke invalidates tokens. DropConnections and RejectNextHandshake break the
 //     long connection.
 //   - Events: the active transport is HTTP when an event URL is set (Options.EventURL or
-//     SetCallbackURLs), else the WebSocket long connection. Over HTTP each push is signed
+//     SetCallbackURLs), else the WebSocket long connection; card callbacks go to the card
+//     URL, else the event URL, else over WS. Over HTTP each push is signed
 //     (X-Lark-Request-Timestamp, X-Lark-Request-Nonce, X-Lark-Signature) and, with an encrypt
 //     key, encrypted as {"encrypt": …}; over WS it is a pbbp2 data frame to one random
 //     connected client (cluster mode). A push fails on a non-200 answer, a non-200 ack code,

@@ -336,7 +336,8 @@ func (s *Sandbox) listMessages(r *http.Request, body []byte) answer {
 		items = append(items, s.viewLocked(s.messages[ids[i]]))
 	}
 	next := offset + len(items)
-	data := map[string]any{"items": items, "has_more": next < len(ids), "page_token": ""}
+	// Lark omits page_token on the last page; the SDK's iterator stops only then.
+	data := map[string]any{"items": items, "has_more": next < len(ids)}
 	if next < len(ids) {
 		data["page_token"] = strconv.Itoa(next)
 	}

@@ -42,6 +42,9 @@ type Fail struct {
 	Delay   time.Duration     // wait before answering (bounded by the request's context)
 }
 
+// maxKeptBody bounds the body kept per logged request, so a long burst stays small.
+const maxKeptBody = 4 << 10
+
 // Request is one recorded call to an emulated route. Bodies of token calls are not kept (they
 // carry the app secret).
 type Request struct {
@@ -51,7 +54,7 @@ type Request struct {
 	Route  Route
 	Status int
 	Code   int // Lark code of the answer, -1 when not JSON
-	Body   string
+	Body   string // the first 4 KiB
 }
 
 // Lark codes the sandbox answers with.
@@ -118,7 +121,7 @@ func (s *Sandbox) serveLark(w http.ResponseWriter, r *http.Request, route Route,
 		writeJSON(w, a.status, nil, a.body)
 		return
 	}
-	kept := string(body)
+	kept := string(body[:min(len(body), maxKeptBody)])
 	if route == RouteTenantToken || route == RouteAppToken || route == RouteWSEndpoint {
 		kept = "" // carries the app secret
 	}

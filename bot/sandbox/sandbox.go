@@ -73,9 +73,10 @@ type Options struct {
 	// AckBudget is how long a push may wait for its answer (HTTP) or ack (WS) before it counts
 	// as failed. Default 3 s, as Lark.
 	AckBudget time.Duration
-	// EventURL, when set, makes HTTP the active transport: events are POSTed there and card
-	// callbacks to CardURL (EventURL when CardURL is empty). Otherwise events go over the
-	// WebSocket long connection. Both can be changed later with SetCallbackURLs.
+	// EventURL, when set, makes events go over HTTP (POSTed there); otherwise they go over the
+	// WebSocket long connection. Card callbacks go to CardURL, else to EventURL, else over
+	// WS: Lark configures callbacks apart from events. Both can be changed with
+	// SetCallbackURLs.
 	EventURL string
 	CardURL  string
 	// GroupMessages delivers every group message to the bot, as the scope
@@ -375,9 +376,8 @@ func (s *Sandbox) DemoUserOpenID() string { return s.opts.DemoUserOpenID }
 // DefaultChatID is the group chat that exists from the start.
 func (s *Sandbox) DefaultChatID() string { return s.opts.DefaultChatID }
 
-// SetCallbackURLs switches the active transport: a non-empty eventURL makes pushes go over
-// HTTP (card callbacks to cardURL, or eventURL when cardURL is empty); an empty eventURL
-// switches back to the WebSocket long connection.
+// SetCallbackURLs switches the active transports: events go to eventURL over HTTP, or over
+// WS when it is empty; card callbacks go to cardURL, else eventURL, else over WS.
 func (s *Sandbox) SetCallbackURLs(eventURL, cardURL string) error {
 	for name, u := range map[string]string{"eventURL": eventURL, "cardURL": cardURL} {
 		if err := checkCallbackURL(u); err != nil {

@@ -214,7 +214,7 @@ func (s *Sandbox) ClickButton(ctx context.Context, messageID, operatorOpenID str
 	s.clicks[token] = &clickToken{messageID: messageID, expires: s.now().Add(ClickTokenTTL), before: m.Content}
 	eventID := s.nextIDLocked("ev_")
 	chatID := m.ChatID
-	overHTTP := s.eventURL != ""
+	overHTTP := s.eventURL != "" || s.cardURL != ""
 	s.mu.Unlock()
 
 	operator := map[string]any{"open_id": operatorOpenID, "tenant_key": s.opts.TenantKey}
