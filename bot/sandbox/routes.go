@@ -53,7 +53,7 @@ type Request struct {
 	Path   string // path and query
 	Route  Route
 	Status int
-	Code   int // Lark code of the answer, -1 when not JSON
+	Code   int    // Lark code of the answer, -1 when not JSON
 	Body   string // the first 4 KiB
 }
 
