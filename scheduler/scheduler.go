@@ -46,6 +46,8 @@ type Runner interface {
 // TurnEnder closes a turn when its runner returns. *store.Store implements it.
 type TurnEnder interface {
 	EndTurn(ctx context.Context, p store.EndTurnParams) (store.Turn, error)
+	// RecordTurnLog keeps the log tail of a turn the agent already settled (spend-slot).
+	RecordTurnLog(ctx context.Context, turnID int64, tail string) error
 }
 
 // Config configures a Scheduler. Store and Decider are required.
@@ -476,7 +478,13 @@ func (s *Scheduler) start(ctx context.Context, job Job) {
 			State: res.State, Outcome: res.Outcome, LogTail: res.LogTail,
 			Meta: store.Meta{Actor: "scheduler", Surface: "scheduler"},
 		})
-		if err != nil && !errors.Is(err, store.ErrConflict) {
+		switch {
+		case errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrRefused):
+			// The agent settled the turn itself (spend-slot); keep its output anyway.
+			if err := s.turns.RecordTurnLog(endCtx, job.Turn.ID, res.LogTail); err != nil {
+				s.log.Error("record turn log", "goal_id", job.Turn.GoalID, "turn_id", job.Turn.ID, "err", err)
+			}
+		case err != nil:
 			s.log.Error("end turn", "goal_id", job.Turn.GoalID, "agent_id", job.Turn.AgentID, "turn_id", job.Turn.ID, "err", err)
 		}
 		s.log.Info("turn ended", "goal_id", job.Turn.GoalID, "agent_id", job.Turn.AgentID, "turn_id", job.Turn.ID,

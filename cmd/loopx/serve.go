@@ -56,7 +56,7 @@ type wireFunc func(ctx context.Context, d *deps) ([]component, error)
 func wirings() []wireFunc {
 	return []wireFunc{
 		// wireBot,
-		// wireScheduler,
+		wireScheduler,
 	}
 }
 

@@ -38,6 +38,11 @@ type ExecSettings struct {
 	Stdin string `json:"stdin"`
 }
 
+// reservedEnv are the variables the runner sets for each turn.
+var reservedEnv = map[string]bool{"LOOPX_URL": true, "LOOPX_TOKEN": true, "LOOPX_GOAL_ID": true,
+	"LOOPX_AGENT_ID": true, "LOOPX_TURN_ID": true, "LOOPX_TURN_NUMBER": true, "LOOPX_PROMPT_FILE": true,
+	"LOOPX_PACKET_FILE": true, "LOOPX_DEADLINE": true, "LOOPX_ACTION": true, "LOOPX_TODO_ID": true}
+
 // ParseExecSettings reads and checks an exec runner_config; the API may call it before it
 // saves an agent. allowShell is the server's setting.
 func ParseExecSettings(raw json.RawMessage, allowShell bool) (ExecSettings, error) {
@@ -65,8 +70,8 @@ func ParseExecSettings(raw json.RawMessage, allowShell bool) (ExecSettings, erro
 		}
 	}
 	for k := range s.Env {
-		if strings.HasPrefix(k, "LOOPX_") {
-			return s, fmt.Errorf("runner_config.env.%s: LOOPX_ variables are set by the runner", k)
+		if reservedEnv[k] {
+			return s, fmt.Errorf("runner_config.env.%s: set by the runner for each turn", k)
 		}
 	}
 	return s, nil
@@ -146,6 +151,8 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 		"LOOPX_TURN_NUMBER": strconv.FormatInt(packet.TurnID, 10),
 		"LOOPX_PROMPT_FILE": promptFile, "LOOPX_PACKET_FILE": packetFile,
 		"LOOPX_DEADLINE": deadline.UTC().Format(time.RFC3339),
+		"LOOPX_ACTION":   job.Decision.EffectiveAction,
+		"LOOPX_TODO_ID":  todoID(job),
 	})
 	switch settings.Stdin {
 	case "", "packet":
@@ -197,6 +204,15 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 		}
 	}
 	return res
+}
+
+// todoID is the selected todo's id for shell agents, "" when the turn has none (an inbox
+// reply turn may not).
+func todoID(job scheduler.Job) string {
+	if job.Decision.SelectedTodo == nil {
+		return ""
+	}
+	return strconv.FormatInt(job.Decision.SelectedTodo.ID, 10)
 }
 
 // killGroup asks the group to stop, then kills it after Grace, and returns the leader's exit.
