@@ -51,6 +51,7 @@ type env struct {
 	clk  *clock
 	seq  *atomic.Int64
 	mark int64 // outbox id already looked at
+	gate int64 // the gate a test case works on
 }
 
 func newEnv(t *testing.T, mutate ...func(*router.Options)) *env {

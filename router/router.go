@@ -332,8 +332,9 @@ func (r role) allows(n need) bool {
 	return true
 }
 
-// refuse tells the sender who may do it instead, and audits the refusal.
-func (t *turn) refuse(ctx context.Context, action, what string, n need, tg *target) error {
+// refuse tells the sender who may do it instead, and audits the refusal. command is the
+// slash command refused, "" for a message to an agent.
+func (t *turn) refuse(ctx context.Context, action, command string, n need, tg *target) error {
 	needWord := "owner"
 	if n == needMember {
 		needWord = "member"
@@ -344,7 +345,7 @@ func (t *turn) refuse(ctx context.Context, action, what string, n need, tg *targ
 		return err
 	}
 	return t.reply(ctx, "refused", map[string]any{
-		"GoalID": tg.goal.ID, "Action": what, "Need": needWord, "Owners": tg.goal.Owners,
+		"GoalID": tg.goal.ID, "Command": command, "Need": needWord, "Owners": tg.goal.Owners,
 	}, nil)
 }
 

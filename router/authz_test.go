@@ -1,0 +1,173 @@
+package router_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"loopx/router"
+	"loopx/store"
+)
+
+// TestAuthorizationMatrix runs every command and the card click as owner, member, admin and
+// stranger in a group bound to goal docs. Allowed: the effect happens and nothing is refused.
+// Refused: nothing changes, the reply (or toast) says who may, and the refusal is audited.
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	type level int
+	const (
+		anyone level = iota
+		members
+		owners
+		ownersOfBound // /lang in a bound group
+	)
+	allowed := func(who string, l level) bool {
+		switch l {
+		case anyone:
+			return true
+		case members:
+			return who != stranger
+		}
+		return who == owner || who == admin
+	}
+	type cas struct {
+		name   string
+		level  level
+		setup  func(e *env) string // returns the text to send ("" = card click)
+		effect func(e *env, arg string) bool
+	}
+	cases := []cas{
+		{"help", anyone, func(*env) string { return "/help" }, answered("/approve <gate>")},
+		{"goals", anyone, func(*env) string { return "/goals" }, answered("")},
+		{"status", members, func(*env) string { return "/status" }, answered("Status: active")},
+		{"gates", members, func(*env) string { return "/gates #docs" }, answered("no open gates")},
+		{"report", members, func(*env) string { return "/report" }, answered("Reports are not configured")},
+		{"message", members, func(*env) string { return "#docs/claude hello" }, func(e *env, _ string) bool {
+			return len(e.inbox("docs", "claude")) == 1
+		}},
+		{"bind", owners, func(*env) string { return "/bind #docs/claude" }, func(e *env, _ string) bool {
+			bs, err := store.ChatBindings(e.t.Context(), e.st.Pool(), room)
+			require.NoError(e.t, err)
+			return len(bs) == 1 && bs[0].AgentID == "claude"
+		}},
+		{"unbind", owners, func(*env) string { return "/unbind" }, func(e *env, _ string) bool {
+			bs, err := store.ChatBindings(e.t.Context(), e.st.Pool(), room)
+			require.NoError(e.t, err)
+			ok := len(bs) == 0
+			if ok { // put it back for the cases that follow
+				require.NoError(e.t, store.Bind(e.t.Context(), e.st.Pool(), store.Binding{ChatID: room, GoalID: "docs", CreatedBy: owner}))
+			}
+			return ok
+		}},
+		{"pause", owners, func(*env) string { return "/pause #docs" }, func(e *env, _ string) bool {
+			ok := e.goal("docs").Status == store.GoalStopped
+			if ok {
+				_, err := e.st.ResumeGoal(e.t.Context(), store.GoalRef{GoalID: "docs", Meta: setupMeta})
+				require.NoError(e.t, err)
+			}
+			return ok
+		}},
+		{"resume", owners, func(e *env) string {
+			_, err := e.st.StopGoal(e.t.Context(), store.GoalRef{GoalID: "docs", Meta: setupMeta})
+			require.NoError(e.t, err)
+			return "/resume"
+		}, func(e *env, _ string) bool {
+			ok := e.goal("docs").Status == store.GoalActive
+			if !ok {
+				_, err := e.st.ResumeGoal(e.t.Context(), store.GoalRef{GoalID: "docs", Meta: setupMeta})
+				require.NoError(e.t, err)
+			}
+			return ok
+		}},
+		{"budget", owners, func(*env) string { return "/budget #docs 7 12" }, func(e *env, _ string) bool {
+			g := e.goal("docs")
+			return g.AllowedSlots == 7 && g.WindowHours == 12
+		}},
+		{"todo", owners, func(*env) string { return "/todo #docs write the tests" }, func(e *env, _ string) bool {
+			ts, err := e.st.ListTodos(e.t.Context(), store.ListTodosParams{GoalID: "docs"})
+			require.NoError(e.t, err)
+			return len(ts) == 1 && ts[0].Text == "write the tests"
+		}},
+		{"approve", owners, func(e *env) string {
+			e.gate = e.askGate("approve me?", 0).ID
+			e.outbox()
+			return "/approve g" + itoa(e.gate) + " fine"
+		}, func(e *env, _ string) bool { return gateStatus(e, e.gate) == store.GateApproved }},
+		{"reject", owners, func(e *env) string {
+			e.gate = e.askGate("reject me?", 0).ID
+			e.outbox()
+			return "/reject " + itoa(e.gate)
+		}, func(e *env, _ string) bool { return gateStatus(e, e.gate) == store.GateRejected }},
+		{"lang", ownersOfBound, func(*env) string { return "/lang zh" }, func(e *env, _ string) bool {
+			l, err := store.ChatLang(e.t.Context(), e.st.Pool(), room)
+			require.NoError(e.t, err)
+			return l == "zh"
+		}},
+		{"card click", owners, func(e *env) string {
+			e.gate = e.askGate("click me?", 0).ID
+			return ""
+		}, func(e *env, _ string) bool { return gateStatus(e, e.gate) == store.GateApproved }},
+	}
+
+	for _, who := range []string{owner, member, admin, stranger} {
+		t.Run(who, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			for _, c := range cases {
+				text := c.setup(e)
+				reply := ""
+				refusedBefore := len(e.refusals())
+				want := allowed(who, c.level)
+				if text == "" { // the card click
+					card := e.outbox()
+					require.Len(t, card, 1)
+					res, err := e.chat.HandleCardAction(t.Context(), router.CardAction{
+						EventID: "cb_" + c.name, OperatorID: who, ChatID: room, MessageID: "om_card",
+						Value: buttonValue(t, card[0].Content, "approve"),
+					})
+					require.NoError(t, err)
+					if want {
+						require.Equal(t, "success", res.ToastKind, "%s %s", who, c.name)
+					} else {
+						require.Equal(t, "error", res.ToastKind, "%s %s", who, c.name)
+					}
+				} else {
+					m := e.say(who, text)
+					rows := e.outbox()
+					require.NotEmpty(t, rows, "%s %s: no answer at all", who, c.name)
+					last := rows[len(rows)-1]
+					reply = last.Content
+					require.True(t, last.ReplyTo == m.MessageID || last.TargetMessage == m.MessageID, "%s %s: the answer is about the message", who, c.name)
+					if !want {
+						require.Len(t, rows, 1, "%s %s: a refusal writes only its reply", who, c.name)
+						require.Contains(t, last.Content, `<at user_id="`+owner+`">`, "%s %s: the refusal names the owners", who, c.name)
+					}
+				}
+				require.Equal(t, want, c.effect(e, reply), "%s %s: effect (reply %q)", who, c.name, reply)
+				refused := e.refusals()
+				if want {
+					require.Len(t, refused, refusedBefore, "%s %s: allowed but a refusal was audited", who, c.name)
+				} else {
+					require.Len(t, refused, refusedBefore+1, "%s %s: refusal not audited", who, c.name)
+					require.Equal(t, who, refused[len(refused)-1].Actor)
+					require.Equal(t, "docs", refused[len(refused)-1].GoalID)
+				}
+			}
+		})
+	}
+}
+
+// answered: the reply is the command's answer (containing want), not a refusal.
+func answered(want string) func(*env, string) bool {
+	return func(_ *env, reply string) bool {
+		return !strings.HasPrefix(reply, "Sorry") && strings.Contains(reply, want)
+	}
+}
+
+func gateStatus(e *env, id int64) string {
+	e.t.Helper()
+	g, err := e.st.GetGate(e.t.Context(), "docs", id)
+	require.NoError(e.t, err)
+	return g.Status
+}
