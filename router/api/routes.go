@@ -35,6 +35,11 @@ func (s *Server) routes() {
 	s.handle("GET /v1/goals/{goal}/quota", s.quotaStatus)
 	s.handle("POST /v1/goals/{goal}/refresh-state", s.refreshState)
 
+	s.handle("GET /v1/goals/{goal}/agents/{agent}/inbox", s.inboxCounts)
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/drain", s.inboxDrain)
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/ack", s.inboxAck)
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/reply", s.inboxReply)
+
 	s.handle("GET /v1/audit", s.listAudit)
 	s.handle("GET /v1/whoami", s.whoami)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"loopx/inbox"
 	"loopx/scheduler/quota"
 	"loopx/store"
 )
@@ -34,6 +35,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// Now is the clock for read-only decisions (quota status); nil means the store's clock.
 	Now func() time.Time
+	// Inbox serves the inbox endpoints (inbox.go); share the chat router's (router.Chat.Inbox)
+	// so bounds and the ack timeout agree. Nil: an inbox with the default options.
+	Inbox *inbox.Inbox
 }
 
 // Server serves the /v1 API.
@@ -45,6 +49,7 @@ type Server struct {
 	maxBody  int64
 	now      func() time.Time
 	mux      *http.ServeMux
+	ib       *inbox.Inbox
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
@@ -64,6 +69,7 @@ func New(opts Options) (*Server, error) {
 		logger:  opts.Logger,
 		maxBody: opts.MaxBodyBytes,
 		now:     opts.Now,
+		ib:      opts.Inbox,
 		mux:     http.NewServeMux(),
 	}
 	if s.logger == nil {
