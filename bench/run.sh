@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# make bench: the Go benchmarks, then the whole-process should-run benchmark against a real
+# `loopx serve`. Needs TEST_DATABASE_URL (scripts/with-postgres.sh sets it) and bin/loopx.
+# Results: bench/results/go-bench.json and bench/results/should-run-process.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bench/results
+
+echo "== Go benchmarks (server-side should-run decision at 10,000 goals)" >&2
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+go test -run '^$' -bench . -benchtime 2000x -benchmem ./scheduler/quota/ | tee "$raw" >&2
+# One JSON object per benchmark line: name, iterations and every "value unit" pair.
+awk -v at="$(date -u +%Y-%m-%dT%H:%M:%SZ)" '
+  BEGIN { printf "{\n  \"at\": \"%s\",\n  \"benchmarks\": [", at; n = 0 }
+  /^Benchmark/ {
+    printf "%s\n    {\"name\": \"%s\", \"iterations\": %s", (n++ ? "," : ""), $1, $2
+    for (i = 3; i + 1 <= NF; i += 2) printf ", \"%s\": %s", $(i+1), $i
+    printf "}"
+  }
+  /^cpu:/ { sub(/^cpu: /, ""); cpu = $0 }
+  END { printf "\n  ],\n  \"cpu\": \"%s\"\n}\n", cpu }
+' "$raw" > bench/results/go-bench.json
+cat bench/results/go-bench.json >&2
+
+echo "== whole-process: loopx quota should-run vs psql select 1 (interleaved)" >&2
+go run ./bench/shouldrun -loopx bin/loopx -n "${BENCH_N:-1000}" -out bench/results/should-run-process.json
