@@ -77,7 +77,9 @@ func TestReplayEveryMutatingEndpoint(t *testing.T) {
 			body:  func() any { return map[string]any{"agent_id": "a1", "turn_instance_id": "t-1", "begin_turn": true} },
 			after: func(r response) { require.Equal(t, "run", r.json(t)["decision"], "%s", r.body) }},
 		{name: "evidence add", method: "POST", path: "/v1/goals/g1/evidence", status: 201, token: func() string { return agentTok },
-			body:  func() any { return map[string]any{"todo_id": json.RawMessage(todo1), "summary": "did it", "kind": "note"} },
+			body: func() any {
+				return map[string]any{"todo_id": json.RawMessage(todo1), "summary": "did it", "kind": "note"}
+			},
 			other: func() any { return map[string]any{"summary": "did something else"} }},
 		{name: "refresh-state", method: "POST", path: "/v1/goals/g1/refresh-state", status: 200, token: func() string { return agentTok },
 			body:  func() any { return map[string]any{"turn_instance_id": "t-1", "next_action": "test it"} },
