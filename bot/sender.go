@@ -158,6 +158,10 @@ func NewSender(cli *Client, ob Outbox, lim Limiter, opts SenderOptions) (*Sender
 	return s, nil
 }
 
+// Wake makes the sender look for due rows now; call it after committing outbox rows in this
+// process (the outbox notification covers other processes).
+func (s *Sender) Wake() { s.poke() }
+
 func (s *Sender) poke() {
 	select {
 	case s.wake <- struct{}{}:

@@ -55,7 +55,7 @@ type wireFunc func(ctx context.Context, d *deps) ([]component, error)
 // line here and a wire_<area>.go file of its own.
 func wirings() []wireFunc {
 	return []wireFunc{
-		// wireBot,
+		wireBot,
 		wireScheduler,
 	}
 }

@@ -1,0 +1,206 @@
+package bot_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loopx/bot"
+	"loopx/bot/sandbox"
+	"loopx/store"
+	"loopx/store/storetest"
+)
+
+// TestIngestBenchmark measures HTTP-callback ingest of signed, encrypted im.message.receive_v1
+// events at 1, 8 and 32 concurrent senders (events/s, ack p50/p99), next to pgbench doing the
+// same number of single-row INSERT commits at the same concurrency on the same server, then a
+// paced 200 events/s run. Each event commits its event id, an effect row and an outbox reply in
+// one transaction, as the router does. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT
+// names a file for the results table.
+func TestIngestBenchmark(t *testing.T) {
+	if os.Getenv("LOOPX_BENCH") == "" {
+		t.Skip("set LOOPX_BENCH=1 to run the ingest benchmark")
+	}
+	pgbench, err := exec.LookPath("pgbench")
+	if err != nil {
+		t.Skip("pgbench not installed (Debian: postgresql-client / postgresql-contrib)")
+	}
+	url := storetest.NewDatabase(t)
+	pool, err := store.Open(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := store.New(pool, store.Options{})
+	rt := &testRouter{st: st}
+	cfg := bot.Config{AppID: "cli_bench", AppSecret: "s", VerificationToken: testToken, EncryptKey: testKey,
+		BaseURL: "http://127.0.0.1:1", Transport: bot.TransportHTTP}
+	in, err := bot.NewIntake(cfg, rt, bot.IntakeOptions{Logger: quietLogger()})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("POST /lark/events", in.EventsHandler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	var seq atomic.Int64
+	build := func() *http.Request {
+		n := seq.Add(1)
+		payload, _ := json.Marshal(map[string]any{"schema": "2.0",
+			"header": map[string]any{"event_id": fmt.Sprintf("ev_bench_%d", n), "event_type": "im.message.receive_v1",
+				"token": testToken, "create_time": "1700000000000", "app_id": cfg.AppID, "tenant_key": "t"},
+			"event": map[string]any{
+				"sender": map[string]any{"sender_id": map[string]any{"open_id": "ou_bench"}, "sender_type": "user"},
+				"message": map[string]any{"message_id": fmt.Sprintf("om_bench_%d", n), "chat_id": "oc_bench", "chat_type": "group",
+					"message_type": "text", "content": `{"text":"@_user_1 #demo status please"}`, "create_time": "1700000000000",
+					"mentions": []any{map[string]any{"key": "@_user_1", "id": map[string]any{"open_id": "ou_bot"}, "name": "LoopX"}}}}})
+		enc, err := sandbox.Encrypt(payload, testKey)
+		require.NoError(t, err)
+		body, _ := json.Marshal(map[string]string{"encrypt": enc})
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/lark/events", bytes.NewReader(body))
+		req.Header.Set("X-Lark-Request-Timestamp", ts)
+		req.Header.Set("X-Lark-Request-Nonce", "nonce")
+		req.Header.Set("X-Lark-Signature", sandbox.Sign(ts, "nonce", testKey, body))
+		return req
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	push := func(req *http.Request) time.Duration {
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("ack status %d", resp.StatusCode)
+		}
+		return time.Since(start)
+	}
+
+	if os.Getenv("BENCH_NO_NOTIFY") != "" {
+		_, err = pool.Exec(t.Context(), `DROP TRIGGER outbox_notify ON outbox`)
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(t.Context(), `CREATE TABLE bench_insert (id bigserial PRIMARY KEY, payload text NOT NULL)`)
+	require.NoError(t, err)
+	script := filepath.Join(t.TempDir(), "insert.sql")
+	require.NoError(t, os.WriteFile(script, []byte("INSERT INTO bench_insert (payload) VALUES ('event');\n"), 0o600))
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "%-8s %8s %12s %10s %10s %14s %8s\n", "senders", "events", "events/s", "ack p50", "ack p99", "pgbench tps", "ratio")
+	for _, c := range []int{1, 8, 32} {
+		n := 400 * c
+		if c == 32 {
+			n = 6400
+		}
+		reqs := make([]*http.Request, n)
+		for i := range reqs {
+			reqs[i] = build()
+		}
+		for i := range min(20, n) { // warm connections
+			push(build())
+			_ = i
+		}
+		lat := make([]time.Duration, n)
+		var next atomic.Int64
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range c {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= n {
+						return
+					}
+					lat[i] = push(reqs[i])
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		rate := float64(n) / elapsed.Seconds()
+		slices.Sort(lat)
+		tps := runPgbench(t, pgbench, url, script, c, n)
+		fmt.Fprintf(&out, "%-8d %8d %12.0f %10s %10s %14.0f %7.0f%%\n", c, n, rate,
+			lat[n/2].Round(10*time.Microsecond), lat[n*99/100].Round(10*time.Microsecond), tps, 100*rate/tps)
+	}
+
+	// Steady 200 events/s for 5 s, open loop: ack latency under a realistic load.
+	const rate, secs = 200, 5
+	reqs := make([]*http.Request, rate*secs)
+	for i := range reqs {
+		reqs[i] = build()
+	}
+	lat := make([]time.Duration, len(reqs))
+	tick := time.NewTicker(time.Second / rate)
+	var wg sync.WaitGroup
+	for i := range reqs {
+		<-tick.C
+		wg.Go(func() { lat[i] = push(reqs[i]) })
+	}
+	wg.Wait()
+	tick.Stop()
+	slices.Sort(lat)
+	fmt.Fprintf(&out, "steady %d events/s for %d s: ack p50 %s, p99 %s, max %s\n", rate, secs,
+		lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
+	fmt.Fprintf(&out, "peak RSS of the benchmark process (bot + router stand-in + load generator): %s\n", peakRSS())
+
+	require.Equal(t, int64(seq.Load()), int64(countRows(t, st, `SELECT count(*) FROM lark_event`)), "every event committed once")
+	t.Log("\n" + out.String())
+	if p := os.Getenv("LOOPX_BENCH_OUT"); p != "" {
+		require.NoError(t, os.WriteFile(p, []byte(out.String()), 0o644))
+	}
+}
+
+func countRows(t *testing.T, st *store.Store, sql string) int {
+	var n int
+	require.NoError(t, st.Pool().QueryRow(context.Background(), sql).Scan(&n))
+	return n
+}
+
+var tpsRE = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+
+// runPgbench runs n single-row INSERT commits over c clients and returns the tps pgbench
+// reports (excluding connection set-up).
+func runPgbench(t *testing.T, pgbench, url, script string, c, n int) float64 {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), pgbench, "-n", "-f", script, "-c", strconv.Itoa(c),
+		"-j", strconv.Itoa(min(c, 4)), "-t", strconv.Itoa(n/c), url)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(b))
+	m := tpsRE.FindSubmatch(b)
+	require.NotNil(t, m, string(b))
+	tps, err := strconv.ParseFloat(string(m[1]), 64)
+	require.NoError(t, err)
+	return tps
+}
+
+func peakRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:"))
+		}
+	}
+	return "unknown"
+}

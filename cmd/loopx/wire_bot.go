@@ -1,0 +1,329 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"loopx/bot"
+	"loopx/bot/sandbox"
+	"loopx/router"
+	"loopx/scheduler"
+	"loopx/store"
+	"loopx/templates"
+)
+
+// wireBot runs the Lark side of `loopx serve`: the chat router behind the event intake (WS
+// long connection, or /lark/events and /lark/cards on the serve listener), the outbox sender,
+// the lark_event pruner, and in sandbox mode the Lark emulator itself. It also serves
+// GET /readyz/lark and registers the bot's metrics. LOOPX_BOT=off leaves all of it out.
+func wireBot(ctx context.Context, d *deps) ([]component, error) {
+	if d.getenv("LOOPX_BOT") == "off" {
+		d.logger.Info("lark bot off (LOOPX_BOT=off)")
+		return nil, nil
+	}
+	logger := d.logger.With("component", "bot")
+	var comps []component
+	var cfg bot.Config
+	var botOpenID string
+	if d.cfg.Sandbox {
+		sb, c, err := startSandbox(d)
+		if err != nil {
+			return nil, err
+		}
+		comps = append(comps, component{name: "lark-sandbox", run: sb.Run})
+		cfg, botOpenID = c, sb.BotOpenID()
+	} else {
+		var err error
+		if cfg, err = bot.ConfigFromEnv(d.getenv); err != nil {
+			return nil, fmt.Errorf("lark settings: %w", err)
+		}
+	}
+
+	client := bot.NewClient(cfg, 10*time.Second)
+	if botOpenID == "" {
+		var err error
+		if botOpenID, err = lookupBotOpenID(ctx, d, client); err != nil {
+			return nil, err
+		}
+	}
+
+	set, err := templates.New()
+	if err != nil {
+		return nil, fmt.Errorf("load templates: %w", err)
+	}
+	digests, err := scheduler.NewDigests(scheduler.DigestConfig{Store: d.store, Templates: set})
+	if err != nil {
+		return nil, fmt.Errorf("create digests for /report: %w", err)
+	}
+	chat, err := router.New(d.store, router.Options{
+		BotOpenID: botOpenID, Admins: d.cfg.Admins, Now: d.now, Templates: set,
+		Logger: d.logger.With("component", "router"),
+		Report: func(ctx context.Context, db store.DB, req router.ReportRequest) ([]store.OutboxInsert, error) {
+			tx, ok := db.(pgx.Tx)
+			if !ok {
+				return nil, errors.New("build report: not inside the chat transaction")
+			}
+			// Report queues the digest itself (deduplicated per digest and chat).
+			_, err := digests.Report(ctx, tx, scheduler.ReportParams{GoalID: req.GoalID, RequestedBy: req.RequestedBy,
+				ChatID: req.ChatID, ReplyTo: req.ReplyTo, Lang: req.Lang, Now: d.now()})
+			return nil, err
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create chat router: %w", err)
+	}
+
+	metrics := bot.NewMetrics(d.registry)
+	registerOutboxGauges(d)
+	sender, err := bot.NewSender(client, storeOutbox{d.store}, storeLimiter{d.store, bot.DefaultRateLimits}, bot.SenderOptions{
+		Owner: replicaName(d), Logger: logger, Metrics: metrics, Now: d.now,
+		// Leave the http component a second of the shutdown grace after the last send.
+		Grace: shutdownGrace - 2*time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	intake, err := bot.NewIntake(cfg, wakingHandler{chat, sender}, bot.IntakeOptions{Logger: logger, Metrics: metrics, Now: d.now})
+	if err != nil {
+		return nil, err
+	}
+
+	if cfg.Transport == bot.TransportHTTP {
+		d.mux.Handle("POST /lark/events", intake.EventsHandler())
+		d.mux.Handle("POST /lark/cards", intake.CardsHandler())
+	} else {
+		comps = append(comps, component{name: "lark-ws", run: intake.RunWS})
+	}
+	d.mux.HandleFunc("GET /readyz/lark", larkReady(cfg, d.cfg.Sandbox, intake))
+	comps = append(comps,
+		component{name: "outbox-sender", run: sender.Run},
+		component{name: "lark-event-pruner", run: func(ctx context.Context) error {
+			bot.RunPruner(ctx, d.store, time.Hour, logger)
+			return nil
+		}},
+	)
+	logger.Info("lark bot wired", "transport", cfg.Transport, "sandbox", d.cfg.Sandbox, "base_url", cfg.BaseURL, "bot_open_id", botOpenID)
+	return comps, nil
+}
+
+// startSandbox creates the Lark emulator on LOOPX_SANDBOX_ADDR (default 127.0.0.1:7378, where
+// `loopx chat` looks) and returns the bot settings that point at it.
+func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
+	// The emulator authenticates HTTP callbacks like Lark: fresh secrets per run.
+	token, key := randomHex(16), randomHex(16)
+	opts := sandbox.Options{
+		Addr:              cmp.Or(d.getenv("LOOPX_SANDBOX_ADDR"), "127.0.0.1:7378"),
+		VerificationToken: token,
+		EncryptKey:        key,
+		ControlToken:      d.getenv("LOOPX_SANDBOX_TOKEN"),
+		Logger:            d.logger.With("component", "sandbox"),
+	}
+	sb, err := sandbox.New(opts)
+	if err != nil && d.getenv("LOOPX_SANDBOX_ADDR") == "" {
+		// Another local server holds the default port: take any free one rather than fail;
+		// the log says where, for LOOPX_SANDBOX_URL.
+		opts.Addr = "127.0.0.1:0"
+		sb, err = sandbox.New(opts)
+		if err == nil {
+			d.logger.Warn("the default sandbox port is taken; using another (point loopx chat at it with LOOPX_SANDBOX_URL)", "url", sb.URL())
+		}
+	}
+	if err != nil {
+		return nil, bot.Config{}, fmt.Errorf("start the lark sandbox (LOOPX_SANDBOX_ADDR): %w", err)
+	}
+	cfg := bot.Config{AppID: sb.AppID(), AppSecret: sb.AppSecret(), VerificationToken: token, EncryptKey: key,
+		BaseURL: sb.URL(), Transport: cmp.Or(d.cfg.Lark.Transport, bot.TransportWS)}
+	if cfg.Transport == bot.TransportHTTP {
+		base := "http://" + loopbackAddr(d.cfg.Listen)
+		if err := sb.SetCallbackURLs(base+"/lark/events", base+"/lark/cards"); err != nil {
+			return nil, bot.Config{}, fmt.Errorf("point the sandbox at /lark/events: %w", err)
+		}
+	}
+	return sb, cfg, nil
+}
+
+// lookupBotOpenID asks Lark who the bot is (the router tells mentions of it apart);
+// LARK_BOT_OPEN_ID skips the call.
+func lookupBotOpenID(ctx context.Context, d *deps, client *bot.Client) (string, error) {
+	if id := d.getenv("LARK_BOT_OPEN_ID"); id != "" {
+		return id, nil
+	}
+	var last error
+	for attempt := range 5 {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		id, name, err := client.BotInfo(cctx)
+		cancel()
+		if err == nil && id != "" {
+			d.logger.Info("lark bot identified", "open_id", id, "name", name)
+			return id, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * time.Second)
+	}
+	return "", fmt.Errorf("ask Lark for the bot's identity (check LARK_APP_ID, LARK_APP_SECRET, LARK_BASE_URL and that the app has the bot feature; or set LARK_BOT_OPEN_ID): %w", last)
+}
+
+// wakingHandler pokes the local sender after an event committed: the reply it queued goes out
+// at once even before the outbox notification arrives.
+type wakingHandler struct {
+	chat   *router.Chat
+	sender *bot.Sender
+}
+
+func (w wakingHandler) HandleMessage(ctx context.Context, m router.Message) error {
+	err := w.chat.HandleMessage(ctx, m)
+	if err == nil {
+		w.sender.Wake()
+	}
+	return err
+}
+
+func (w wakingHandler) HandleCardAction(ctx context.Context, a router.CardAction) (router.CardResult, error) {
+	res, err := w.chat.HandleCardAction(ctx, a)
+	if err == nil {
+		w.sender.Wake()
+	}
+	return res, err
+}
+
+// larkReady answers whether the Lark side can take events: the long connection is up, or the
+// callbacks are mounted, or the sandbox is in use.
+func larkReady(cfg bot.Config, sandboxed bool, in *bot.Intake) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		a := struct {
+			Status    string `json:"status"`
+			Transport string `json:"transport"`
+			Sandbox   bool   `json:"sandbox"`
+			Connected bool   `json:"connected"`
+		}{Status: "ok", Transport: cfg.Transport, Sandbox: sandboxed, Connected: true}
+		status := http.StatusOK
+		if cfg.Transport == bot.TransportWS {
+			a.Connected = in.Connected()
+			if !a.Connected {
+				status, a.Status = http.StatusServiceUnavailable, "lark long connection down"
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(a)
+	}
+}
+
+// registerOutboxGauges exposes inbox depth and outbox backlog, read from the database at scrape
+// time so every replica reports the shared truth.
+func registerOutboxGauges(d *deps) {
+	query := func(f func(ctx context.Context) (float64, error)) func() float64 {
+		return func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			v, err := f(ctx)
+			if err != nil {
+				return -1
+			}
+			return v
+		}
+	}
+	d.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopx_inbox_depth", Help: "Inbox items not yet acknowledged by their agent."},
+			query(func(ctx context.Context) (float64, error) {
+				n, err := d.store.PendingInboxItems(ctx)
+				return float64(n), err
+			})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopx_outbox_pending", Help: "Outbox rows not yet sent (pending or being sent)."},
+			query(func(ctx context.Context) (float64, error) {
+				st, err := d.store.OutboxStats(ctx)
+				return float64(st.Pending + st.Sending), err
+			})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopx_outbox_oldest_pending_seconds", Help: "Age of the oldest unsent outbox row: the sender's lag."},
+			query(func(ctx context.Context) (float64, error) {
+				st, err := d.store.OutboxStats(ctx)
+				return st.OldestPending.Seconds(), err
+			})),
+	)
+}
+
+// replicaName names this process's outbox claims: LOOPX_REPLICA, else host and pid plus a
+// random suffix so a restarted process never mistakes an old claim for its own.
+func replicaName(d *deps) string {
+	if r := d.getenv("LOOPX_REPLICA"); r != "" {
+		return r + "-" + randomHex(3)
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "loopx"), os.Getpid(), randomHex(3))
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// storeOutbox adapts the store's outbox operations to bot.Outbox.
+type storeOutbox struct{ st *store.Store }
+
+func (o storeOutbox) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]bot.OutboxMessage, error) {
+	cs, err := o.st.ClaimOutbox(ctx, owner, limit, lease)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bot.OutboxMessage, len(cs))
+	for i, c := range cs {
+		out[i] = bot.OutboxMessage{ID: c.ID, UUID: c.UUID, Kind: c.Kind, ReceiveIDType: c.ReceiveIDType,
+			ReceiveID: c.ReceiveID, ReplyTo: c.ReplyTo, ReplyInThread: c.ReplyInThread,
+			TargetMessage: c.TargetMessage, Content: c.Content, Attempts: c.Attempts, CreatedAt: c.CreatedAt}
+	}
+	return out, nil
+}
+
+func (o storeOutbox) MarkSent(ctx context.Context, id int64, larkMessageID string) error {
+	return o.st.MarkOutboxSent(ctx, id, larkMessageID)
+}
+
+func (o storeOutbox) MarkFailed(ctx context.Context, id int64, owner string, code int, reason string) error {
+	return o.st.MarkOutboxFailed(ctx, id, owner, code, reason)
+}
+
+func (o storeOutbox) Retry(ctx context.Context, id int64, owner string, after time.Duration, code int, reason string, count bool) error {
+	return o.st.RescheduleOutbox(ctx, id, owner, after, code, reason, count)
+}
+
+func (o storeOutbox) Release(ctx context.Context, owner string) error {
+	_, err := o.st.ReleaseOutboxClaims(ctx, owner)
+	return err
+}
+
+func (o storeOutbox) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	return o.st.NextOutboxDue(ctx)
+}
+
+func (o storeOutbox) Listen(ctx context.Context, wake func()) error {
+	return o.st.ListenOutbox(ctx, wake)
+}
+
+// storeLimiter keeps Lark's send limits in PostgreSQL, shared by every replica.
+type storeLimiter struct {
+	st     *store.Store
+	limits bot.RateLimits
+}
+
+func (l storeLimiter) Take(ctx context.Context, chat string) (time.Duration, error) {
+	chatEvery, appEvery, appBurst := l.limits.Spacing()
+	return l.st.TakeSendSlot(ctx, []store.RateScope{
+		{Scope: "chat:" + chat, Interval: chatEvery, Burst: 1},
+		{Scope: "app", Interval: appEvery, Burst: appBurst},
+	})
+}
