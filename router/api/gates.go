@@ -42,7 +42,7 @@ func (s *Server) askGate(ctx context.Context, r *request) (int, any, error) {
 	}
 	g, err := s.st.AskGate(ctx, store.AskGateParams{
 		GoalID: r.PathValue("goal"), AgentID: agent, Question: b.Question, Options: b.Options,
-		TodoID: b.TodoID, Meta: r.meta(),
+		TodoID: b.TodoID, Notice: s.gateAskNotice(ctx), Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err
@@ -82,7 +82,7 @@ func (s *Server) answerGate(ctx context.Context, r *request) (int, any, error) {
 	}
 	g, err := s.st.AnswerGate(ctx, store.AnswerGateParams{
 		GoalID: r.PathValue("goal"), GateID: id, Answer: b.Answer, AnsweredBy: b.AnsweredBy,
-		Comment: b.Comment, Meta: r.meta(),
+		Comment: b.Comment, Notice: s.gateDoneNotice(ctx), Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err
@@ -104,7 +104,7 @@ func (s *Server) cancelGate(ctx context.Context, r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	g, err := s.st.CancelGate(ctx, store.CancelGateParams{
-		GoalID: r.PathValue("goal"), GateID: id, AgentID: agent, Meta: r.meta(),
+		GoalID: r.PathValue("goal"), GateID: id, AgentID: agent, Notice: s.gateDoneNotice(ctx), Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err

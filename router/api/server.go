@@ -20,6 +20,7 @@ import (
 	"loopx/inbox"
 	"loopx/scheduler/quota"
 	"loopx/store"
+	"loopx/templates"
 )
 
 // Options configures a Server.
@@ -38,6 +39,9 @@ type Options struct {
 	// Inbox serves the inbox endpoints (inbox.go); share the chat router's (router.Chat.Inbox)
 	// so bounds and the ack timeout agree. Nil: an inbox with the default options.
 	Inbox *inbox.Inbox
+	// Templates renders the gate cards of gates asked and answered through the API
+	// (gatecards.go). Nil: the embedded set.
+	Templates *templates.Set
 }
 
 // Server serves the /v1 API.
@@ -50,6 +54,7 @@ type Server struct {
 	now      func() time.Time
 	mux      *http.ServeMux
 	ib       *inbox.Inbox
+	tpl      *templates.Set
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
@@ -70,10 +75,18 @@ func New(opts Options) (*Server, error) {
 		maxBody: opts.MaxBodyBytes,
 		now:     opts.Now,
 		ib:      opts.Inbox,
+		tpl:     opts.Templates,
 		mux:     http.NewServeMux(),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.tpl == nil {
+		tpl, err := templates.New()
+		if err != nil {
+			return nil, fmt.Errorf("new api server: %w", err)
+		}
+		s.tpl = tpl
 	}
 	if s.maxBody == 0 {
 		s.maxBody = 256 << 10
