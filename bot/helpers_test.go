@@ -151,6 +151,7 @@ type env struct {
 	sb     *sandbox.Sandbox
 	st     *store.Store
 	rt     *testRouter
+	h      bot.EventHandler // what intakes feed: rt, or the real router
 	cfg    bot.Config
 	intake *bot.Intake
 	srvURL string
@@ -158,6 +159,8 @@ type env struct {
 
 type envOpts struct {
 	transport string
+	// realRouter feeds intakes to router.Chat instead of the test stand-in.
+	realRouter bool
 	noKey     bool // HTTP callbacks without an encrypt key (token only)
 	sandbox   sandbox.Options
 }
@@ -178,6 +181,12 @@ func newEnv(t *testing.T, o envOpts) *env {
 	t.Cleanup(sb.Close)
 	st := storetest.New(t, store.Options{})
 	e := &env{t: t, sb: sb, st: st, rt: &testRouter{st: st}}
+	e.h = e.rt
+	if o.realRouter {
+		chat, err := router.New(st, router.Options{BotOpenID: sb.BotOpenID(), Logger: quietLogger()})
+		require.NoError(t, err)
+		e.h = chat
+	}
 	e.cfg = bot.Config{AppID: sb.AppID(), AppSecret: sb.AppSecret(), VerificationToken: testToken,
 		EncryptKey: so.EncryptKey, BaseURL: sb.URL(), Transport: o.transport}
 	e.intake, e.srvURL = e.startIntake(o.transport)
@@ -192,7 +201,7 @@ func (e *env) startIntake(transport string) (*bot.Intake, string) {
 	t := e.t
 	cfg := e.cfg
 	cfg.Transport = transport
-	in, err := bot.NewIntake(cfg, e.rt, bot.IntakeOptions{Logger: quietLogger(),
+	in, err := bot.NewIntake(cfg, e.h, bot.IntakeOptions{Logger: quietLogger(),
 		WS: bot.WSOptions{Check: 50 * time.Millisecond, RestartBackoff: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	if transport == bot.TransportHTTP {
