@@ -161,8 +161,8 @@ type envOpts struct {
 	transport string
 	// realRouter feeds intakes to router.Chat instead of the test stand-in.
 	realRouter bool
-	noKey     bool // HTTP callbacks without an encrypt key (token only)
-	sandbox   sandbox.Options
+	noKey      bool // HTTP callbacks without an encrypt key (token only)
+	sandbox    sandbox.Options
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
