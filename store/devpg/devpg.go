@@ -119,6 +119,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		logger.InfoContext(ctx, "the postgres user cannot reach the cluster dir; using another",
 			"dir", dir, "cluster_dir", alt)
 		dir = alt
+		// The parent must be enterable by the postgres user; the cluster dir itself is its own.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return nil, fmt.Errorf("create cluster dir: %w", err)
+		}
+		if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+			return nil, fmt.Errorf("create cluster dir: %w", err)
+		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create cluster dir: %w", err)
 		}
