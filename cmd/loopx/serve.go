@@ -57,6 +57,7 @@ func wirings() []wireFunc {
 	return []wireFunc{
 		wireBot,
 		wireScheduler,
+		wireInbox,
 	}
 }
 
