@@ -72,7 +72,7 @@ func (s *Store) AskGate(ctx context.Context, p AskGateParams) (Gate, error) {
 
 // AskGateTx opens a gate inside the caller's transaction (the should-run stall guard uses it).
 // It validates p like AskGate but writes no audit row or receipt.
-func AskGateTx(ctx context.Context, tx pgx.Tx, p AskGateParams, now time.Time) (Gate, error) {
+func AskGateTx(ctx context.Context, tx DB, p AskGateParams, now time.Time) (Gate, error) {
 	if err := checkAskGate(p); err != nil {
 		return Gate{}, err
 	}
@@ -120,7 +120,7 @@ func AskGateTx(ctx context.Context, tx pgx.Tx, p AskGateParams, now time.Time) (
 	return g, nil
 }
 
-func gateNotice(ctx context.Context, tx pgx.Tx, notice func(Gate) ([]OutboxInsert, error), g Gate) error {
+func gateNotice(ctx context.Context, tx DB, notice func(Gate) ([]OutboxInsert, error), g Gate) error {
 	if notice == nil {
 		return nil
 	}

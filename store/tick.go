@@ -6,6 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TickSnapshot is everything the should-run decision reads, fetched by ReadTickSnapshot in
@@ -26,8 +30,8 @@ type TickSnapshot struct {
 	FreeingSpendAt *time.Time
 	// OpenGates are the goal's open gates, oldest first.
 	OpenGates []Gate
-	// Runnable are the highest-priority open todos this agent may work on (unclaimed, claimed
-	// by it, or with an expired claim lease), at most 5, by priority then id.
+	// Runnable are the highest-priority open agent todos this agent may work on (unclaimed,
+	// claimed by it, or with an expired claim lease), at most 5, by priority then age.
 	Runnable []Todo
 	// BlockedGates are the open gates that block a todo this agent could otherwise work on.
 	BlockedGates []int64
@@ -80,11 +84,11 @@ SELECT
 	(SELECT coalesce(json_agg(json_build_object('todo_id', id, 'goal_id', goal_id, 'role', role, 'text', text,
 	        'priority', priority, 'status', status, 'claimed_by', coalesce(claimed_by, ''), 'claimed_at', claimed_at,
 	        'lease_expires_at', lease_expires_at, 'created_by', created_by, 'version', version,
-	        'created_at', created_at, 'updated_at', updated_at) ORDER BY priority, mine DESC, id), '[]')
-	   FROM (SELECT *, claimed_by IS NOT DISTINCT FROM $2 AS mine FROM todo
+	        'created_at', created_at, 'updated_at', updated_at) ORDER BY priority, id), '[]')
+	   FROM (SELECT * FROM todo
 	         WHERE goal_id = $1 AND status = 'open' AND role = 'agent'
 	           AND (claimed_by IS NULL OR claimed_by = $2 OR lease_expires_at <= $3::timestamptz)
-	         ORDER BY priority, mine DESC, id LIMIT 5) t),
+	         ORDER BY priority, id LIMIT 5) t),
 	(SELECT coalesce(array_agg(DISTINCT gt.id), '{}') FROM gate gt JOIN todo t ON t.id = gt.todo_id
 	   WHERE gt.goal_id = $1 AND gt.status = 'open' AND t.status = 'blocked' AND t.role = 'agent'
 	     AND (t.claimed_by IS NULL OR t.claimed_by = $2 OR t.lease_expires_at <= $3::timestamptz)),
@@ -115,6 +119,10 @@ func ReadTickSnapshot(ctx context.Context, db DB, goalID, agentID string, now ti
 // receiptKey in the same statement: found, it is returned (and the snapshot may be ignored);
 // stored for another request hash, the error is ErrConflict.
 func ReadTickSnapshotWithReceipt(ctx context.Context, db DB, goalID, agentID, receiptKey string, hash []byte, now time.Time) (TickSnapshot, *Receipt, error) {
+	return scanTickSnapshot(db.QueryRow(ctx, tickSnapshotSQL, goalID, agentID, now, receiptKey), receiptKey, hash)
+}
+
+func scanTickSnapshot(row pgx.Row, receiptKey string, hash []byte) (TickSnapshot, *Receipt, error) {
 	var (
 		snap                          TickSnapshot
 		goalJSON, agentJSON, liveJSON []byte
@@ -123,7 +131,7 @@ func ReadTickSnapshotWithReceipt(ctx context.Context, db DB, goalID, agentID, re
 		hintStep                      *int
 		rcHash, rcBody                []byte
 	)
-	err := db.QueryRow(ctx, tickSnapshotSQL, goalID, agentID, now, receiptKey).Scan(
+	err := row.Scan(
 		&goalJSON, &agentJSON, &liveJSON, &snap.SpentSlots, &snap.FreeingSpendAt, &gatesJSON, &todosJSON,
 		&snap.BlockedGates, &snap.InboxPending, &snap.InboxSteer, &snap.RecentProgress,
 		&hintIdentity, &hintStep, &nextAction, &rcHash, &rcBody)
@@ -189,13 +197,34 @@ type TickRecord struct {
 	Async bool
 }
 
-// ErrReceiptRace reports that a concurrent call stored the receipt first; the caller rolls
-// back and retries, and then replays that receipt.
+// ErrReceiptRace reports that a concurrent call stored the receipt first. The statement
+// failed, so nothing of this call commits; the caller retries and then replays that receipt.
 var ErrReceiptRace = errors.New("receipt stored concurrently")
 
-// RecordTick writes a should-run decision in one statement: the tick_decision ledger row,
-// the hint progression and the heartbeat receipt. It returns the ledger row id.
-func RecordTick(ctx context.Context, db DB, r TickRecord) (int64, error) {
+// recordTickSQL writes a should-run decision in one statement: the tick_decision ledger row,
+// the hint progression and the heartbeat receipt (with the ledger row id written at
+// heartbeat_receipt.event_id). A receipt stored concurrently under the same key makes the
+// whole statement fail on receipt_pkey, so a lost race writes nothing.
+const recordTickSQL = `
+WITH cfg AS (
+	SELECT CASE WHEN $11::bool THEN set_config('synchronous_commit', 'off', true) END AS v
+), l AS (
+	INSERT INTO quota_ledger (goal_id, agent_id, kind, turn_id, todo_id, detail, created_at)
+	VALUES ($1, $2, 'tick_decision', $3, $4, $5, $6) RETURNING id
+), h AS (
+	INSERT INTO hint_state (goal_id, agent_id, identity, step, updated_at) VALUES ($1, $2, $7, $8, $6)
+	ON CONFLICT (goal_id, agent_id) DO UPDATE
+	SET identity = EXCLUDED.identity, step = EXCLUDED.step, updated_at = EXCLUDED.updated_at
+	RETURNING 1
+), r AS (
+	INSERT INTO receipt (key, request_hash, status, body, created_at)
+	SELECT $9, $10, 200, jsonb_set($12::jsonb, '{heartbeat_receipt,event_id}', to_jsonb(l.id)), $6
+	FROM l WHERE $9 <> ''
+	RETURNING 1
+)
+SELECT l.id FROM l, cfg, (SELECT count(*) FROM h) hc, (SELECT count(*) FROM r) rc`
+
+func recordTickArgs(r TickRecord) []any {
 	detail := r.Entry.Detail
 	if detail == nil {
 		detail = json.RawMessage(`{}`)
@@ -211,36 +240,112 @@ func RecordTick(ctx context.Context, db DB, r TickRecord) (int64, error) {
 	if body == nil {
 		body = json.RawMessage(`{}`)
 	}
-	var id int64
-	var stored int
-	err := db.QueryRow(ctx, `
-		WITH cfg AS (
-			SELECT CASE WHEN $11::bool THEN set_config('synchronous_commit', 'off', true) END AS v
-		), l AS (
-			INSERT INTO quota_ledger (goal_id, agent_id, kind, turn_id, todo_id, detail, created_at)
-			VALUES ($1, $2, 'tick_decision', $3, $4, $5, $6) RETURNING id
-		), h AS (
-			INSERT INTO hint_state (goal_id, agent_id, identity, step, updated_at) VALUES ($1, $2, $7, $8, $6)
-			ON CONFLICT (goal_id, agent_id) DO UPDATE
-			SET identity = EXCLUDED.identity, step = EXCLUDED.step, updated_at = EXCLUDED.updated_at
-			RETURNING 1
-		), r AS (
-			INSERT INTO receipt (key, request_hash, status, body, created_at)
-			SELECT $9, $10, 200, jsonb_set($12::jsonb, '{heartbeat_receipt,event_id}', to_jsonb(l.id)), $6
-			FROM l WHERE $9 <> ''
-			ON CONFLICT (key) DO NOTHING RETURNING 1
-		)
-		SELECT l.id, (SELECT count(*)::int FROM r) + CASE WHEN $9 = '' THEN 1 ELSE 0 END
-		FROM l, cfg, (SELECT count(*) FROM h) hc`,
-		r.Entry.GoalID, r.Entry.AgentID, turnID, todoID, detail, r.Entry.CreatedAt,
-		r.HintIdentity, r.HintStep, r.ReceiptKey, r.RequestHash, r.Async, body).Scan(&id, &stored)
-	if err != nil {
-		return 0, fmt.Errorf("record tick: %w", mapErr(err))
+	return []any{r.Entry.GoalID, r.Entry.AgentID, turnID, todoID, detail, r.Entry.CreatedAt,
+		r.HintIdentity, r.HintStep, r.ReceiptKey, r.RequestHash, r.Async, body}
+}
+
+func recordTickErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "receipt_pkey" {
+		return ErrReceiptRace
 	}
-	if stored == 0 {
-		return 0, ErrReceiptRace
+	return fmt.Errorf("record tick: %w", mapErr(err))
+}
+
+// RecordTick writes a should-run decision (see TickRecord) in the caller's transaction and
+// returns the ledger row id.
+func RecordTick(ctx context.Context, db DB, r TickRecord) (int64, error) {
+	var id int64
+	if err := db.QueryRow(ctx, recordTickSQL, recordTickArgs(r)...).Scan(&id); err != nil {
+		return 0, recordTickErr(err)
 	}
 	return id, nil
+}
+
+// TickTx is the transaction of one should-run. BEGIN travels with the snapshot read, and
+// COMMIT with the record, so a plain tick costs two round trips. Between the two it is a DB
+// for the statements a stall gate or a begun turn need.
+type TickTx struct {
+	conn *pgxpool.Conn
+	open bool
+}
+
+var _ DB = (*TickTx)(nil)
+
+// Exec runs a statement inside the tick's transaction.
+func (t *TickTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.conn.Exec(ctx, sql, args...)
+}
+
+// Query runs a query inside the tick's transaction.
+func (t *TickTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return t.conn.Query(ctx, sql, args...)
+}
+
+// QueryRow runs a one-row query inside the tick's transaction.
+func (t *TickTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return t.conn.QueryRow(ctx, sql, args...)
+}
+
+// BeginTick opens a should-run transaction and reads the snapshot (and the receipt under
+// receiptKey) in the same round trip. The caller must call Commit or Close.
+func (s *Store) BeginTick(ctx context.Context, goalID, agentID, receiptKey string, hash []byte, now time.Time) (*TickTx, TickSnapshot, *Receipt, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, TickSnapshot{}, nil, fmt.Errorf("acquire connection: %w", mapErr(err))
+	}
+	t := &TickTx{conn: conn, open: true}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	var snap TickSnapshot
+	var rc *Receipt
+	var readErr error
+	b.Queue(tickSnapshotSQL, goalID, agentID, now, receiptKey).QueryRow(func(row pgx.Row) error {
+		snap, rc, readErr = scanTickSnapshot(row, receiptKey, hash)
+		return readErr
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		t.Close(ctx)
+		if readErr != nil {
+			return nil, TickSnapshot{}, nil, readErr
+		}
+		return nil, TickSnapshot{}, nil, fmt.Errorf("read should-run snapshot: %w", mapErr(err))
+	}
+	return t, snap, rc, nil
+}
+
+// Commit writes the record and commits in one round trip, then releases the connection.
+func (t *TickTx) Commit(ctx context.Context, r TickRecord) (int64, error) {
+	defer t.Close(ctx)
+	var id int64
+	b := &pgx.Batch{}
+	b.Queue(recordTickSQL, recordTickArgs(r)...).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
+	b.Queue("COMMIT")
+	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+		return 0, recordTickErr(err)
+	}
+	if t.conn.Conn().PgConn().TxStatus() != 'I' {
+		return 0, errors.New("commit should-run: the transaction did not commit")
+	}
+	t.open = false
+	return id, nil
+}
+
+// Close rolls back when the transaction is still open and releases the connection. It is
+// safe to call more than once.
+func (t *TickTx) Close(ctx context.Context) {
+	if t.conn == nil {
+		return
+	}
+	if t.conn.Conn().PgConn().TxStatus() != 'I' {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = t.conn.Exec(rctx, "ROLLBACK")
+		cancel()
+	}
+	// The pool destroys a connection released inside a transaction, so a failed rollback
+	// cannot leak one.
+	t.conn.Release()
+	t.conn = nil
 }
 
 // SaveHintState stores the scheduler-hint progression of goal x agent.

@@ -69,7 +69,7 @@ func (s *Store) OpenTurn(ctx context.Context, p OpenTurnParams) (Turn, error) {
 
 // OpenTurnTx opens a turn inside the caller's transaction without audit or receipt (should-run
 // --begin-turn records its own). Conflicts are reported without aborting the transaction.
-func OpenTurnTx(ctx context.Context, tx pgx.Tx, p OpenTurnParams, now time.Time) (Turn, error) {
+func OpenTurnTx(ctx context.Context, tx DB, p OpenTurnParams, now time.Time) (Turn, error) {
 	if err := checkOpenTurn(p); err != nil {
 		return Turn{}, err
 	}

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"loopx/store"
 )
 
@@ -74,82 +72,80 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 }
 
 func (s *Service) shouldRunOnce(ctx context.Context, p ShouldRunParams, instance, actor, surface string) (Decision, error) {
-	var out Decision
-	err := s.st.WithTx(ctx, func(tx pgx.Tx) error {
-		now := s.now()
-		key := ""
-		var hash []byte
-		if instance != "" {
-			key = store.HeartbeatReceiptKey(p.GoalID, p.AgentID, instance)
-			// Any call naming this turn instance replays: the hash covers only the identity.
-			hash, _ = store.RequestHash("quota.should_run", []string{p.GoalID, p.AgentID, instance})
+	now := s.now()
+	key := ""
+	var hash []byte
+	if instance != "" {
+		key = store.HeartbeatReceiptKey(p.GoalID, p.AgentID, instance)
+		// Any call naming this turn instance replays: the hash covers only the identity.
+		hash, _ = store.RequestHash("quota.should_run", []string{p.GoalID, p.AgentID, instance})
+	}
+	tx, snap, rc, err := s.st.BeginTick(ctx, p.GoalID, p.AgentID, key, hash, now)
+	if err != nil {
+		return Decision{}, err
+	}
+	defer tx.Close(ctx)
+	if rc != nil {
+		var out Decision
+		if err := json.Unmarshal(rc.Body, &out); err != nil {
+			return Decision{}, fmt.Errorf("decode heartbeat receipt: %w", err)
 		}
-		snap, rc, err := store.ReadTickSnapshotWithReceipt(ctx, tx, p.GoalID, p.AgentID, key, hash, now)
-		if err != nil {
-			return err
+		out.Replayed = true
+		return out, nil
+	}
+	if !snap.GoalFound {
+		return Decision{}, store.Errorf(store.ErrNotFound, "goal_id", "no goal %q", p.GoalID)
+	}
+	if !snap.AgentFound {
+		return Decision{}, store.Errorf(store.ErrNotFound, "agent_id", "no agent %q on goal %q; register it first", p.AgentID, p.GoalID)
+	}
+	d := Decide(snap, now)
+	changed := false // state beyond the decision record: its commit must be durable
+	if d.State == StateStalled {
+		if d, err = s.openStallGate(ctx, tx, snap, d, actor, surface, now); err != nil {
+			return Decision{}, err
 		}
-		if rc != nil {
-			if err := json.Unmarshal(rc.Body, &out); err != nil {
-				return fmt.Errorf("decode heartbeat receipt: %w", err)
-			}
-			out.Replayed = true
-			return nil
+		changed = true
+	}
+	if d.ShouldRun && p.BeginTurn {
+		if d, err = s.beginTurn(ctx, tx, p, snap, d, instance, actor, surface, now); err != nil {
+			return Decision{}, err
 		}
-		if !snap.GoalFound {
-			return store.Errorf(store.ErrNotFound, "goal_id", "no goal %q", p.GoalID)
-		}
-		if !snap.AgentFound {
-			return store.Errorf(store.ErrNotFound, "agent_id", "no agent %q on goal %q; register it first", p.AgentID, p.GoalID)
-		}
-		d := Decide(snap, now)
-		changed := false // state beyond the decision record: must be durable at commit
-		if d.State == StateStalled {
-			if d, err = s.openStallGate(ctx, tx, snap, d, actor, surface, now); err != nil {
-				return err
-			}
-			changed = true
-		}
-		if d.ShouldRun && p.BeginTurn {
-			if d, err = s.beginTurn(ctx, tx, p, snap, d, instance, actor, surface, now); err != nil {
-				return err
-			}
-			changed = d.Turn != nil
-		}
-		todoID, turnID := int64(0), int64(0)
-		if d.SelectedTodo != nil {
-			todoID = d.SelectedTodo.ID
-		}
-		if d.Turn != nil {
-			turnID = d.Turn.ID
-		}
-		detail, _ := json.Marshal(map[string]any{
-			"decision": d.Decision, "state": d.State, "reason": d.Reason, "effective_action": d.EffectiveAction,
-			"turn_instance_id": instance, "hint": d.SchedulerHint.Action, "interval_minutes": d.SchedulerHint.IntervalMinutes,
-		})
-		var body []byte
-		if key != "" {
-			d.HeartbeatReceipt = &HeartbeatReceipt{Status: "committed", TurnInstanceID: instance}
-			if body, err = json.Marshal(d); err != nil {
-				return fmt.Errorf("encode heartbeat receipt: %w", err)
-			}
-		}
-		id, err := store.RecordTick(ctx, tx, store.TickRecord{
-			Entry: store.LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID, TurnID: turnID, TodoID: todoID,
-				Detail: detail, CreatedAt: now},
-			HintIdentity: d.Identity, HintStep: d.SchedulerHint.Step,
-			ReceiptKey: key, RequestHash: hash, Body: body,
-			Async: !changed,
-		})
-		if err != nil {
-			return err
-		}
-		if d.HeartbeatReceipt != nil {
-			d.HeartbeatReceipt.EventID = id
-		}
-		out = d
-		return nil
+		changed = d.Turn != nil
+	}
+	todoID, turnID := int64(0), int64(0)
+	if d.SelectedTodo != nil {
+		todoID = d.SelectedTodo.ID
+	}
+	if d.Turn != nil {
+		turnID = d.Turn.ID
+	}
+	detail, _ := json.Marshal(map[string]any{
+		"decision": d.Decision, "state": d.State, "reason": d.Reason, "effective_action": d.EffectiveAction,
+		"turn_instance_id": instance, "hint": d.SchedulerHint.Action, "interval_minutes": d.SchedulerHint.IntervalMinutes,
 	})
-	return out, err
+	var body []byte
+	if key != "" {
+		d.HeartbeatReceipt = &HeartbeatReceipt{Status: "committed", TurnInstanceID: instance}
+		if body, err = json.Marshal(d); err != nil {
+			return Decision{}, fmt.Errorf("encode heartbeat receipt: %w", err)
+		}
+	}
+	id, err := tx.Commit(ctx, store.TickRecord{
+		Entry: store.LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID, TurnID: turnID, TodoID: todoID,
+			Detail: detail, CreatedAt: now},
+		HintIdentity: d.Identity, HintStep: d.SchedulerHint.Step,
+		ReceiptKey: key, RequestHash: hash, Body: body,
+		// A plain tick changes nothing but its own record: it need not wait for the WAL flush.
+		Async: !changed,
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	if d.HeartbeatReceipt != nil {
+		d.HeartbeatReceipt.EventID = id
+	}
+	return d, nil
 }
 
 func checkParams(p ShouldRunParams) error {
@@ -169,7 +165,7 @@ func checkParams(p ShouldRunParams) error {
 }
 
 // openStallGate opens the one owner gate a stall asks for and records it in the decision.
-func (s *Service) openStallGate(ctx context.Context, tx pgx.Tx, snap Input, d Decision, actor, surface string, now time.Time) (Decision, error) {
+func (s *Service) openStallGate(ctx context.Context, tx store.DB, snap Input, d Decision, actor, surface string, now time.Time) (Decision, error) {
 	g, err := store.AskGateTx(ctx, tx, store.AskGateParams{
 		GoalID: snap.Goal.ID, AgentID: snap.Agent.ID, Kind: store.GateKindStall,
 		Question: StallQuestion(snap.Goal.StallTurns, snap.Goal.Lang), Options: []string{"continue", "reject"},
@@ -187,7 +183,7 @@ func (s *Service) openStallGate(ctx context.Context, tx pgx.Tx, snap Input, d De
 
 // beginTurn opens the turn a run decision starts. If another call opened one first, the
 // answer becomes busy.
-func (s *Service) beginTurn(ctx context.Context, tx pgx.Tx, p ShouldRunParams, snap Input, d Decision, instance, actor, surface string, now time.Time) (Decision, error) {
+func (s *Service) beginTurn(ctx context.Context, tx store.DB, p ShouldRunParams, snap Input, d Decision, instance, actor, surface string, now time.Time) (Decision, error) {
 	todoID := int64(0)
 	if d.SelectedTodo != nil {
 		todoID = d.SelectedTodo.ID

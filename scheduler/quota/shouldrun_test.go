@@ -377,3 +377,29 @@ func TestPeekRecordsNothing(t *testing.T) {
 	_, err = e.svc.Peek(t.Context(), "g", "zz")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+func TestShouldRunSameInstanceConcurrentReplays(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.addTodo(t, "x", 2)
+	var wg sync.WaitGroup
+	out := make([]string, 8)
+	errs := make([]error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := e.svc.ShouldRun(t.Context(), quota.ShouldRunParams{GoalID: "g", AgentID: "a", TurnInstanceID: "same", BeginTurn: true})
+			errs[i] = err
+			b, _ := json.Marshal(d)
+			out[i] = string(b)
+		}()
+	}
+	wg.Wait()
+	for i := range 8 {
+		require.NoError(t, errs[i])
+		require.Equal(t, out[0], out[i])
+	}
+	require.Equal(t, 1, count(t, e.st, `SELECT count(*) FROM quota_ledger WHERE kind = 'tick_decision'`))
+	require.Equal(t, 1, count(t, e.st, `SELECT count(*) FROM turn`))
+}
