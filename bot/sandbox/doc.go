@@ -60,6 +60,14 @@
 //     connections. Pings are answered with pongs carrying the ClientConfig (never zeros).
 //   - Close stops every goroutine the sandbox started. There is no package-level state.
 //
+// # Scenario helpers
+//
+// UserSays (text from a user, with MentionBot, MentionUser, ReplyTo and ReplyInThread),
+// ClickButton / ClickButtonN (card.action.trigger, answer applied to the card) and
+// AddBotToChat (im.chat.member.bot.added_v1) change the model and push the event; Deliver
+// pushes any other event type; Redeliver repeats one. Chat(id).Messages, Message, Chats and
+// the Stats/AppStats counters read the model.
+//
 // # Control API (for `loopx chat`)
 //
 // Served on the same listener under /sandbox/v1; when Options.ControlToken is set every call

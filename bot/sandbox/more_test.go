@@ -444,3 +444,24 @@ func TestCloseStopsDeliveriesAndRun(t *testing.T) {
 	require.Error(t, err, "the listener is closed")
 	require.True(t, strings.HasPrefix(sb.URL(), "http://127.0.0.1:"))
 }
+
+func TestAddBotToChatDeliversTheEvent(t *testing.T) {
+	t.Parallel()
+	got := make(chan *larkim.P2ChatMemberBotAddedV1, 1)
+	d := dispatcher.NewEventDispatcher("", "").
+		OnP2ChatMemberBotAddedV1(func(ctx context.Context, ev *larkim.P2ChatMemberBotAddedV1) error { got <- ev; return nil })
+	sb := start(t, sandbox.Options{})
+	wsClient(t, sb, d)
+	del, err := sb.AddBotToChat("oc_new", sandbox.ChatGroup, "New team", "ou_admin")
+	require.NoError(t, err)
+	res, err := del.Wait(t.Context())
+	require.NoError(t, err)
+	require.True(t, res.Acked, res.Err)
+	ev := <-got
+	require.Equal(t, "oc_new", *ev.Event.ChatId)
+	require.Equal(t, "ou_admin", *ev.Event.OperatorId.OpenId)
+	require.True(t, sb.Chats()[1].BotIn)
+	_, err = sb.AddBotToChat("oc_new", sandbox.ChatP2P, "x", "ou_admin")
+	var ie *sandbox.InputError
+	require.ErrorAs(t, err, &ie)
+}

@@ -327,3 +327,25 @@ func (s *Sandbox) ClickButtonN(ctx context.Context, messageID, operatorOpenID st
 	}
 	return s.ClickButton(ctx, messageID, operatorOpenID, buttons[n-1].Value)
 }
+
+// EventBotAdded is the event Lark sends when the bot is added to a chat.
+const EventBotAdded = "im.chat.member.bot.added_v1"
+
+// AddBotToChat puts the bot into chatID (creating the chat) as operatorOpenID did in Lark,
+// and delivers im.chat.member.bot.added_v1.
+func (s *Sandbox) AddBotToChat(chatID string, typ ChatType, name, operatorOpenID string) (*Delivery, error) {
+	if operatorOpenID == "" {
+		return nil, &InputError{Field: "operatorOpenID", Msg: "must not be empty"}
+	}
+	if err := s.AddChat(chatID, typ, name); err != nil {
+		return nil, err
+	}
+	d, err := s.Deliver(EventBotAdded, map[string]any{
+		"chat_id": chatID, "name": name, "external": false,
+		"operator_id": userIDs(operatorOpenID), "operator_tenant_key": s.opts.TenantKey,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("add bot to chat: %w", err)
+	}
+	return d, nil
+}
