@@ -271,3 +271,49 @@ func TestLangAndReport(t *testing.T) {
 	require.Equal(t, "digest", rows[0].Content)
 	require.Equal(t, router.ReportRequest{GoalID: "docs", ChatID: room, ReplyTo: r.MessageID, Lang: "en", RequestedBy: member}, got)
 }
+
+// The same event delivered to two replicas at once (Lark's WS cluster mode, or a redelivery
+// racing the first attempt) has one effect; and so does the same card click.
+func TestConcurrentReplicasOneEffect(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	other, err := router.New(e.st, router.Options{BotOpenID: bot, Admins: []string{admin}, Now: e.clk.Now})
+	require.NoError(t, err)
+	replicas := []*router.Chat{e.chat, other}
+
+	for i := range 5 {
+		m := router.Message{EventID: "ev_race_" + itoa(int64(i)), MessageID: "om_race_" + itoa(int64(i)), ChatID: room,
+			ChatType: router.ChatGroup, SenderID: member, Text: "@_user_1 #docs race " + itoa(int64(i)),
+			Mentions: []router.Mention{{Key: "@_user_1", OpenID: bot}}}
+		errs := make(chan error, 4)
+		for j := range 4 {
+			go func() { errs <- replicas[j%2].HandleMessage(t.Context(), m) }()
+		}
+		for range 4 {
+			require.NoError(t, <-errs)
+		}
+	}
+	require.Len(t, e.inbox("docs", "codex"), 5)
+	require.Len(t, e.outbox(), 5, "one receipt per event")
+
+	g := e.askGate("race?", 0)
+	card := e.outbox()[0]
+	val := buttonValue(t, card.Content, "approve")
+	results := make(chan router.CardResult, 4)
+	for j := range 4 {
+		go func() {
+			res, err := replicas[j%2].HandleCardAction(t.Context(), router.CardAction{EventID: "cb_race", OperatorID: owner, ChatID: room, Value: val})
+			if err != nil {
+				res = router.CardResult{ToastKind: "err: " + err.Error()}
+			}
+			results <- res
+		}()
+	}
+	kinds := map[string]int{}
+	for range 4 {
+		kinds[(<-results).ToastKind]++
+	}
+	require.Equal(t, map[string]int{"success": 1, "info": 3}, kinds)
+	require.Equal(t, store.GateApproved, gateStatus(e, g.ID))
+	require.Len(t, e.outbox(), 1, "one card update")
+}
