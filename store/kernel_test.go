@@ -672,3 +672,27 @@ func TestBadInputWritesNothing(t *testing.T) {
 	}
 	require.Equal(t, before, rowCounts(t, st))
 }
+
+func TestRenewTurnAndPruneReceipts(t *testing.T) {
+	t.Parallel()
+	st, c := fixture(t)
+	ctx := t.Context()
+	_, err := st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "g", AgentID: "a", InstanceID: "r1", Lease: time.Minute, Meta: admin})
+	require.NoError(t, err)
+	c.Add(50 * time.Second)
+	rn, err := st.RenewTurn(ctx, store.RenewTurnParams{GoalID: "g", AgentID: "a", InstanceID: "r1", Lease: 10 * time.Minute, Meta: admin})
+	require.NoError(t, err)
+	require.True(t, rn.LeaseExpiresAt.Equal(c.Now().Add(10*time.Minute)))
+	c.Add(11 * time.Minute)
+	_, err = st.RenewTurn(ctx, store.RenewTurnParams{GoalID: "g", AgentID: "a", InstanceID: "r1", Meta: admin})
+	requireKind(t, err, store.ErrRefused, "turn_instance_id")
+
+	_, err = st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "x", Meta: store.Meta{Actor: "admin", Surface: "api", IdempotencyKey: "k1"}})
+	require.NoError(t, err)
+	n, err := st.PruneReceipts(ctx, c.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, n)
+	n, err = st.PruneReceipts(ctx, c.Now().Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+}

@@ -230,3 +230,14 @@ func auditDetail(kv map[string]any) json.RawMessage {
 	b, _ := json.Marshal(kv)
 	return b
 }
+
+// PruneReceipts deletes idempotency receipts older than cutoff and returns how many. Keep
+// them at least as long as clients retry (a day is plenty); heartbeat receipts also let
+// spend-slot tell a skipped turn from an unknown one.
+func (s *Store) PruneReceipts(ctx context.Context, cutoff time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM receipt WHERE created_at < $1`, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("prune receipts: %w", mapErr(err))
+	}
+	return tag.RowsAffected(), nil
+}

@@ -242,3 +242,41 @@ func (s *Store) ExpireTurns(ctx context.Context) ([]Turn, error) {
 	}
 	return out, nil
 }
+
+// RenewTurn extends a live turn's lease to now + Lease. A turn that has ended, or whose lease
+// has already passed, is ErrRefused: the agent must begin a new turn.
+func (s *Store) RenewTurn(ctx context.Context, p RenewTurnParams) (Turn, error) {
+	if err := checkID("goal_id", p.GoalID); err != nil {
+		return Turn{}, err
+	}
+	if err := checkID("agent_id", p.AgentID); err != nil {
+		return Turn{}, err
+	}
+	if p.InstanceID == "" {
+		return Turn{}, Errorf(ErrInvalid, "turn_instance_id", "is required")
+	}
+	if err := checkInstanceID("turn_instance_id", p.InstanceID); err != nil {
+		return Turn{}, err
+	}
+	if p.Lease < 0 || p.Lease > 24*time.Hour {
+		return Turn{}, Errorf(ErrInvalid, "lease", "must be between 0 (the default, %s) and 24h", DefaultTurnLease)
+	}
+	lease := p.Lease
+	if lease == 0 {
+		lease = DefaultTurnLease
+	}
+	return run(ctx, s, "turn.renew", p.Meta, p, func(tx pgx.Tx, now time.Time) (Turn, Audit, error) {
+		t, err := getTurn(ctx, tx, p.GoalID, p.AgentID, p.InstanceID, true)
+		if err != nil {
+			return Turn{}, Audit{}, err
+		}
+		if t.State != TurnLive || !t.LeaseExpiresAt.After(now) {
+			return Turn{}, Audit{}, Errorf(ErrRefused, "turn_instance_id", "turn %s is no longer live; begin a new turn", t.InstanceID)
+		}
+		out, err := scanTurn(tx.QueryRow(ctx, `UPDATE turn SET lease_expires_at = $2 WHERE id = $1 RETURNING `+turnCols, t.ID, now.Add(lease)))
+		if err != nil {
+			return Turn{}, Audit{}, fmt.Errorf("renew turn: %w", mapErr(err))
+		}
+		return out, Audit{GoalID: out.GoalID, Target: turnTarget(out), Detail: auditDetail(map[string]any{"lease_expires_at": out.LeaseExpiresAt})}, nil
+	})
+}

@@ -480,3 +480,12 @@ type ListAuditParams struct {
 	Limit   int
 	AfterID int64
 }
+
+// RenewTurnParams extends the lease of a live turn.
+type RenewTurnParams struct {
+	GoalID     string
+	AgentID    string
+	InstanceID string
+	Lease      time.Duration // from now; 0 = DefaultTurnLease
+	Meta       Meta          `json:"-"`
+}
