@@ -136,7 +136,7 @@ func (t *turn) report(ctx context.Context, tg *target) error {
 	}
 	rows, err := t.c.opts.Report(ctx, t.tx, ReportRequest{
 		GoalID: tg.goal.ID, ChatID: t.m.ChatID, ReplyTo: t.m.MessageID,
-		ReplyInThread: t.m.RootID != "" || t.m.ThreadID != "", Lang: lang, RequestedBy: t.m.SenderID,
+		ReplyInThread: t.m.ThreadID != "", Lang: lang, RequestedBy: t.m.SenderID,
 	})
 	if err != nil {
 		return t.kernelError(ctx, err, tg)

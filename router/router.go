@@ -265,7 +265,7 @@ func (t *turn) reply(ctx context.Context, name string, data any, about *target) 
 		Kind:          r.Kind,
 		ReceiveID:     t.m.ChatID,
 		ReplyTo:       t.m.MessageID,
-		ReplyInThread: t.m.RootID != "" || t.m.ThreadID != "",
+		ReplyInThread: t.m.ThreadID != "", // a plain reply chain (root without thread) is answered plainly
 		Content:       r.Content,
 	}
 	if about != nil {

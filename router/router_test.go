@@ -317,3 +317,12 @@ func TestConcurrentReplicasOneEffect(t *testing.T) {
 	require.Equal(t, store.GateApproved, gateStatus(e, g.ID))
 	require.Len(t, e.outbox(), 1, "one card update")
 }
+
+func TestAnswersStayInTheirThread(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := e.send(router.Message{SenderID: member, RootID: "om_r", ThreadID: "omt_1", Text: "/status"}, true)
+	require.True(t, e.oneReply(in).ReplyInThread, "a message in a thread is answered in it")
+	plain := e.send(router.Message{SenderID: member, RootID: "om_r", ParentID: "om_r", Text: "/status"}, true)
+	require.False(t, e.oneReply(plain).ReplyInThread, "a plain reply is answered with a plain reply")
+}
