@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,7 +259,7 @@ func (s *chatSession) printLocked(m MessageView) {
 			fmt.Fprintf(s.out, "   ┃ %s\n", m.Card.Title)
 		}
 		for _, l := range m.Card.Lines {
-			for _, part := range strings.Split(l, "\n") {
+			for _, part := range strings.Split(atNames(l), "\n") {
 				fmt.Fprintf(s.out, "   ┃ %s\n", part)
 			}
 		}
@@ -274,6 +275,7 @@ func (s *chatSession) printLocked(m MessageView) {
 		for _, mn := range m.Mentions {
 			text = strings.ReplaceAll(text, mn.Key, "@"+cmp.Or(mn.Name, mn.OpenID))
 		}
+		text = atNames(text)
 		for _, l := range strings.Split(text, "\n") {
 			fmt.Fprintf(s.out, "   %s\n", l)
 		}
@@ -423,4 +425,17 @@ func (s *chatSession) post(ctx context.Context, text, replyTo string, inThread b
 		s.printf("! the bot will not see this message (it is not in the chat)\n")
 	}
 	return nil
+}
+
+// atNames shows Lark's mention tags as Lark clients do: <at user_id="ou_x">Name</at> (text)
+// and <at id=ou_x></at> (card markdown) become @Name, or @ou_x when the tag has no name.
+func atNames(text string) string {
+	if !strings.Contains(text, "<at ") {
+		return text
+	}
+	re := regexp.MustCompile(`<at (?:user_)?id=["']?([^"'>\s]+)["']?\s*>([^<]*)</at>`)
+	return re.ReplaceAllStringFunc(text, func(tag string) string {
+		sub := re.FindStringSubmatch(tag)
+		return "@" + cmp.Or(strings.TrimSpace(sub[2]), sub[1])
+	})
 }

@@ -185,3 +185,15 @@ func TestChatClientStopsOnContextEnd(t *testing.T) {
 		t.Fatal("RunChat did not return after the context ended")
 	}
 }
+
+func TestChatClientShowsMentionTagsAsNames(t *testing.T) {
+	t.Parallel()
+	sb := start(t, sandbox.Options{})
+	cli := client(sb)
+	require.True(t, sendText(t, cli, sb.DefaultChatID(), `Owners: <at user_id="ou_ann"></at> and <at user_id="ou_bo">Bo</at>`, "").Success())
+	sendCard(t, cli, sb.DefaultChatID(), `{"schema":"2.0","body":{"elements":[{"tag":"markdown","content":"**Owners:** <at id=ou_ann></at>"}]}}`)
+	out := &syncBuffer{}
+	require.NoError(t, sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: sb.URL()}, strings.NewReader("/quit\n"), out))
+	require.Contains(t, out.String(), "   Owners: @ou_ann and @Bo\n")
+	require.Contains(t, out.String(), "   ┃ **Owners:** @ou_ann\n")
+}

@@ -40,7 +40,7 @@ type ControlError struct {
 
 func (e *ControlError) Error() string {
 	if e.Field != "" {
-		return fmt.Sprintf("sandbox refused (%d): %s", e.Status, e.Msg)
+		return e.Msg // already names the field
 	}
 	return fmt.Sprintf("sandbox answered %d: %s", e.Status, e.Msg)
 }
