@@ -25,3 +25,6 @@ cat bench/results/go-bench.json >&2
 
 echo "== whole-process: loopx quota should-run vs psql select 1 (interleaved)" >&2
 go run ./bench/shouldrun -loopx bin/loopx -n "${BENCH_N:-1000}" -out bench/results/should-run-process.json
+
+echo "== scheduler: tick lateness and database time per tick at 1k/10k/100k goals" >&2
+go run ./bench/scheduler -sizes "${BENCH_SCHED_SIZES:-1000,10000,100000}" -out bench/results/scheduler.json

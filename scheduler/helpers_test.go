@@ -63,6 +63,11 @@ func (d *pollDecider) ShouldRun(ctx context.Context, p quota.ShouldRunParams) (q
 		SchedulerHint: quota.SchedulerHint{Action: "backoff_until_state_change", CadenceClass: "quiet_wait", IntervalMinutes: 30}}, nil
 }
 
+// Peek is the read-only path the scheduler takes for poll runners.
+func (d *pollDecider) Peek(ctx context.Context, goalID, agentID string, _ time.Time) (quota.Decision, error) {
+	return d.ShouldRun(ctx, quota.ShouldRunParams{GoalID: goalID, AgentID: agentID})
+}
+
 // seedGoals inserts n goals with one poll agent each, straight in SQL (fast for thousands).
 func seedGoals(t testing.TB, pool *pgxpool.Pool, prefix string, n int, spec, tz string) {
 	t.Helper()
@@ -91,6 +96,9 @@ func newReplica(t testing.TB, url, name string, c *clock, d scheduler.Decider, m
 	t.Cleanup(pool.Close)
 	st := store.New(pool, store.Options{Now: c.Now})
 	cfg := scheduler.Config{Store: st, Decider: d, Replica: name, Now: c.Now}
+	if pd, ok := d.(*pollDecider); ok {
+		cfg.Peek = pd.Peek
+	}
 	if mod != nil {
 		mod(&cfg)
 	}

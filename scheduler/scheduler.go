@@ -50,10 +50,18 @@ type TurnEnder interface {
 	RecordTurnLog(ctx context.Context, turnID int64, tail string) error
 }
 
+// PeekFunc answers should-run without recording anything (no ledger row, no hint step, no
+// turn).
+type PeekFunc func(ctx context.Context, goalID, agentID string, now time.Time) (quota.Decision, error)
+
 // Config configures a Scheduler. Store and Decider are required.
 type Config struct {
 	Store   *store.Store
 	Decider Decider
+	// Peek answers for heartbeats whose runner is poll: the host asks should-run itself and
+	// owns the hint progression, so the tick must not advance it; it records the answer in
+	// the tick row only. Nil means the pure quota.Decide over store.ReadTickSnapshot.
+	Peek PeekFunc
 	// Runners by runner kind (store.RunnerExec, store.RunnerWebhook). A heartbeat whose runner
 	// has no entry here is treated like poll: the decision is recorded and nothing is started.
 	Runners map[string]Runner
@@ -93,6 +101,16 @@ type Scheduler struct {
 	turns   TurnEnder
 	runners sync.WaitGroup
 	specs   sync.Map // spec+"\x00"+tz -> Spec (parsing is pure; the cache is per instance)
+
+	mu     sync.Mutex
+	totals Stats // everything Step did since New, for metrics and the benchmark
+}
+
+// Totals returns what every Step of this Scheduler did so far.
+func (s *Scheduler) Totals() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.totals
 }
 
 // New checks cfg and returns a Scheduler.
@@ -130,6 +148,16 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.MaxSleep <= 0 {
 		cfg.MaxSleep = 5 * time.Minute
 	}
+	if cfg.Peek == nil {
+		st := cfg.Store
+		cfg.Peek = func(ctx context.Context, goalID, agentID string, now time.Time) (quota.Decision, error) {
+			snap, err := store.ReadTickSnapshot(ctx, st.Pool(), goalID, agentID, now)
+			if err != nil {
+				return quota.Decision{}, err
+			}
+			return quota.Decide(snap, now), nil
+		}
+	}
 	turns := cfg.Turns
 	if turns == nil {
 		turns = cfg.Store
@@ -161,8 +189,12 @@ func (a *Stats) add(b Stats) {
 // Step does everything due at the clock's now: arms changed schedules, fires due ones
 // (batch after batch until none is left), and sends due gate reminders. Run calls it in a
 // loop; tests call it with an injected clock.
-func (s *Scheduler) Step(ctx context.Context) (Stats, error) {
-	var total Stats
+func (s *Scheduler) Step(ctx context.Context) (total Stats, err error) {
+	defer func() {
+		s.mu.Lock()
+		s.totals.add(total)
+		s.mu.Unlock()
+	}()
 	for {
 		n, err := s.st.ArmSchedules(ctx, s.cfg.Batch, s.plan)
 		if err != nil {
@@ -256,14 +288,15 @@ func (s *Scheduler) fireDue(ctx context.Context) (Stats, error) {
 		for i, sc := range due {
 			work[i] = &fired{sched: sc, fires: s.passedFires(sc, now)}
 		}
-		if err := s.decide(ctx, now, work); err != nil {
+		if err := s.decide(ctx, work); err != nil {
 			return err
 		}
+		decided := s.now() // ticks record when their decision was known, for lateness
 		var ticks []store.Tick
 		var adv []store.ScheduleAdvance
 		jobs = jobs[:0]
 		for _, w := range work {
-			t, a, err := s.settle(ctx, tx, now, w)
+			t, a, err := s.settle(ctx, tx, now, decided, w)
 			if err != nil {
 				return err
 			}
@@ -283,7 +316,16 @@ func (s *Scheduler) fireDue(ctx context.Context) (Stats, error) {
 				st.Missed++
 			}
 		}
-		return store.AdvanceSchedules(ctx, tx, adv)
+		if err := store.AdvanceSchedules(ctx, tx, adv); err != nil {
+			return err
+		}
+		if len(jobs) == 0 {
+			// Nothing starts after this commit: were it lost in a database crash, the fires
+			// would simply be handled again (should-run replays by turn instance id), so the
+			// batch need not wait for the WAL flush.
+			return store.RelaxCommit(ctx, tx)
+		}
+		return nil
 	})
 	st.DBTime = time.Since(start)
 	if err != nil {
@@ -318,11 +360,12 @@ func (s *Scheduler) passedFires(sc store.Schedule, now time.Time) []time.Time {
 	return fires
 }
 
-// decide asks should-run for every heartbeat in the batch, Workers at a time. The calls run
-// in their own transactions (the quota service's); the batch transaction only holds the
-// schedule rows. The turn instance id is derived from the schedule and fire time, so a batch
-// retried by another replica replays the same answer and the same turn.
-func (s *Scheduler) decide(ctx context.Context, now time.Time, work []*fired) error {
+// decide asks should-run for every heartbeat in the batch, Workers at a time. For exec and
+// webhook runners the calls run in their own transactions (the quota service's, which opens
+// the turn); the batch transaction only holds the schedule rows. The turn instance id is
+// derived from the schedule and fire time, so a batch retried by another replica replays the
+// same answer and the same turn. Poll runners get a read-only answer (Peek).
+func (s *Scheduler) decide(ctx context.Context, work []*fired) error {
 	sem := make(chan struct{}, s.cfg.Workers)
 	var wg sync.WaitGroup
 	for _, w := range work {
@@ -336,6 +379,10 @@ func (s *Scheduler) decide(ctx context.Context, now time.Time, work []*fired) er
 			defer func() { <-sem }()
 			fire := w.fires[len(w.fires)-1]
 			_, begin := s.cfg.Runners[w.sched.Runner]
+			if !begin {
+				w.decision, w.err = s.cfg.Peek(ctx, w.sched.GoalID, w.sched.AgentID, s.now())
+				return
+			}
 			w.decision, w.err = s.cfg.Decider.ShouldRun(ctx, quota.ShouldRunParams{
 				GoalID:         w.sched.GoalID,
 				AgentID:        w.sched.AgentID,
@@ -360,7 +407,7 @@ func TurnInstanceID(scheduleID int64, fire time.Time) string {
 }
 
 // settle turns one schedule's work into tick rows and its advance.
-func (s *Scheduler) settle(ctx context.Context, tx pgx.Tx, now time.Time, w *fired) ([]store.Tick, store.ScheduleAdvance, error) {
+func (s *Scheduler) settle(ctx context.Context, tx pgx.Tx, now, decided time.Time, w *fired) ([]store.Tick, store.ScheduleAdvance, error) {
 	sc := w.sched
 	j := s.jitter(sc.GoalID)
 	spec, specErr := s.spec(sc.Spec, sc.TZ)
@@ -369,7 +416,7 @@ func (s *Scheduler) settle(ctx context.Context, tx pgx.Tx, now time.Time, w *fir
 	for i, f := range w.fires[:len(w.fires)-1] {
 		t := store.Tick{ScheduleID: sc.ID, GoalID: sc.GoalID, AgentID: sc.AgentID, Kind: sc.Kind,
 			FireAt: f, RunAt: f.Add(j), Outcome: store.TickMissed, Reason: "downtime",
-			NextFireAt: w.fires[i+1], Replica: s.cfg.Replica, DecidedAt: now}
+			NextFireAt: w.fires[i+1], Replica: s.cfg.Replica, DecidedAt: decided}
 		if specErr == nil && !spec.Next(f).Equal(w.fires[i+1]) {
 			// The fires between this one and the next row were summed (MaxMissedRows).
 			t.Decision, _ = json.Marshal(map[string]any{"missed_through": w.fires[i+1], "summarised": true})
@@ -377,7 +424,7 @@ func (s *Scheduler) settle(ctx context.Context, tx pgx.Tx, now time.Time, w *fir
 		ticks = append(ticks, t)
 	}
 	tick := store.Tick{ScheduleID: sc.ID, GoalID: sc.GoalID, AgentID: sc.AgentID, Kind: sc.Kind,
-		FireAt: last, RunAt: last.Add(j), CatchUp: len(w.fires) > 1, Replica: s.cfg.Replica, DecidedAt: now}
+		FireAt: last, RunAt: last.Add(j), CatchUp: len(w.fires) > 1, Replica: s.cfg.Replica, DecidedAt: decided}
 	adv := store.ScheduleAdvance{ID: sc.ID, LastFireAt: last}
 
 	var hint time.Duration

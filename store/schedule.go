@@ -228,3 +228,13 @@ func ResumeSchedules(ctx context.Context, db DB, goalID string) error {
 	}
 	return nil
 }
+
+// RelaxCommit lets the caller's transaction commit without waiting for the WAL flush
+// (synchronous_commit off for this transaction only). Use it only where losing the commit in
+// a database crash is harmless because the work would be redone identically.
+func RelaxCommit(ctx context.Context, db DB) error {
+	if _, err := db.Exec(ctx, `SET LOCAL synchronous_commit TO off`); err != nil {
+		return fmt.Errorf("relax commit: %w", mapErr(err))
+	}
+	return nil
+}
