@@ -30,24 +30,25 @@ func TestConcurrentClaimsAndSpendsThroughTheAPI(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	wins := 0
-	for _, s := range statuses {
+	wins, winner := 0, -1
+	for i, s := range statuses {
 		if s == 200 {
-			wins++
+			wins, winner = wins+1, i
 		} else {
 			require.Equal(t, 409, s)
 		}
 	}
 	require.Equal(t, 1, wins, "exactly one claim wins: %v", statuses)
 
-	// One turn for a0, then 20 concurrent spends for it.
-	r := b.do(t, "POST", "/v1/goals/g1/should-run", tokens[0], newKey(), map[string]any{"turn_instance_id": "t-1", "begin_turn": true})
+	// One turn for the winner (the todo is its), then 20 concurrent spends for it.
+	tok := tokens[winner]
+	r := b.do(t, "POST", "/v1/goals/g1/should-run", tok, newKey(), map[string]any{"turn_instance_id": "t-1", "begin_turn": true})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.Equal(t, "run", r.json(t)["decision"], "%s", r.body)
 	bodies := make([]string, n)
 	for i := range n {
 		wg.Go(func() {
-			r := b.do(t, "POST", "/v1/goals/g1/spend-slot", tokens[0], newKey(), map[string]any{"turn_instance_id": "t-1"})
+			r := b.do(t, "POST", "/v1/goals/g1/spend-slot", tok, newKey(), map[string]any{"turn_instance_id": "t-1"})
 			require.Equal(t, 200, r.status, "%s", r.body)
 			bodies[i] = string(r.body)
 		})
