@@ -38,6 +38,7 @@
 //     Options.AppRateLimit (50) over the app, within one clock second answer HTTP 429, code
 //     99991400, with x-ogw-ratelimit-limit and x-ogw-ratelimit-reset. ChatView.Stats and
 //     MaxPerSecond report the sandbox's own per-second counts of accepted and offered sends.
+//     One message accepts at most PatchPerMessage (5) PATCHes per second, then 429 too.
 //   - Cards: POST /open-apis/interactive/v1/card/update accepts a click's token for 30 minutes
 //     and two uses; an update sent before the click was answered is reverted, as in Lark.
 //     GET /open-apis/bot/v3/info describes the bot.

@@ -17,7 +17,12 @@ const (
 	// ClickTokenTTL and ClickTokenUses bound the delayed card update token of a click.
 	ClickTokenTTL  = 30 * time.Minute
 	ClickTokenUses = 2
+	// PatchPerMessage is the most PATCHes one message accepts per clock second.
+	PatchPerMessage = 5
 )
+
+// sweepAt is the size at which the uuid and click-token maps drop expired entries.
+const sweepAt = 4096
 
 func knownMsgType(t string) bool {
 	switch t {
@@ -126,6 +131,13 @@ func (s *Sandbox) newBotMessageLocked(c *chat, req sendBody) *Message {
 		MsgType: req.MsgType, Content: req.Content, UUID: req.UUID, CreatedAt: now, UpdatedAt: now,
 	}
 	if req.UUID != "" {
+		if len(s.uuids) >= sweepAt {
+			for k, e := range s.uuids {
+				if now.Sub(e.at) >= UUIDWindow {
+					delete(s.uuids, k)
+				}
+			}
+		}
 		s.uuids[req.UUID] = uuidEntry{messageID: m.ID, at: now}
 	}
 	return m
@@ -251,6 +263,19 @@ func (s *Sandbox) patchMessage(r *http.Request, body []byte) answer {
 	if !updateMulti(m.Content) || !updateMulti(req.Content) {
 		return badRequest("card of message %s: config.update_multi must be true in the stored and the new card", id)
 	}
+	pr := s.patches[id]
+	if pr == nil {
+		pr = &rateStat{}
+		s.patches[id] = pr
+	}
+	pr.roll(s.now().Unix())
+	if pr.accepted >= PatchPerMessage {
+		pr.count(false)
+		a := larkErr(http.StatusTooManyRequests, CodeRateLimited, "request trigger frequency limit: at most %d updates per second to one message", PatchPerMessage)
+		a.headers = map[string]string{"x-ogw-ratelimit-limit": strconv.Itoa(PatchPerMessage), "x-ogw-ratelimit-reset": "1"}
+		return a
+	}
+	pr.count(true)
 	s.replaceContentLocked(m, "interactive", req.Content)
 	return ok(map[string]any{})
 }

@@ -465,3 +465,25 @@ func TestAddBotToChatDeliversTheEvent(t *testing.T) {
 	var ie *sandbox.InputError
 	require.ErrorAs(t, err, &ie)
 }
+
+func TestPatchIsLimitedPerMessage(t *testing.T) {
+	t.Parallel()
+	clock := newClock()
+	sb := start(t, sandbox.Options{Now: clock.Now})
+	cli := client(sb)
+	id := sendCard(t, cli, sb.DefaultChatID(), card("v0", true))
+	patch := func(n int) *larkim.PatchMessageResp {
+		resp, err := cli.Im.V1.Message.Patch(t.Context(), larkim.NewPatchMessageReqBuilder().MessageId(id).
+			Body(larkim.NewPatchMessageReqBodyBuilder().Content(card(fmt.Sprint("v", n), true)).Build()).Build())
+		require.NoError(t, err)
+		return resp
+	}
+	for i := 1; i <= sandbox.PatchPerMessage; i++ {
+		require.True(t, patch(i).Success())
+	}
+	require.Equal(t, http.StatusTooManyRequests, patch(6).StatusCode)
+	clock.Add(time.Second)
+	require.True(t, patch(7).Success())
+	m, _ := sb.Message(id)
+	require.Equal(t, "v7", sandbox.RenderCard(m.Content).Title)
+}

@@ -42,6 +42,9 @@ type Fail struct {
 	Delay   time.Duration     // wait before answering (bounded by the request's context)
 }
 
+// maxRequestLog bounds the request log; Unmatched is kept whole.
+const maxRequestLog = 20000
+
 // maxKeptBody bounds the body kept per logged request, so a long burst stays small.
 const maxKeptBody = 4 << 10
 
@@ -146,6 +149,10 @@ func (s *Sandbox) record(r *http.Request, route Route, a answer, body string) {
 	req := Request{At: s.now(), Method: r.Method, Path: r.URL.RequestURI(), Route: route, Status: a.status, Code: code, Body: body}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.requests) >= maxRequestLog {
+		// Keep the newest half: a long-running sandbox (loopx serve) must not grow without end.
+		s.requests = append(s.requests[:0], s.requests[len(s.requests)-maxRequestLog/2:]...)
+	}
 	s.requests = append(s.requests, req)
 	if route == RouteUnmatched {
 		s.unmatched = append(s.unmatched, req)
@@ -203,7 +210,7 @@ func (s *Sandbox) injected(ctx context.Context, route Route) (answer, bool) {
 	return answer{status: status, body: map[string]any{"code": f.Code, "msg": msg}, headers: headers}, true
 }
 
-// Requests returns a copy of the request log.
+// Requests returns a copy of the request log (the newest calls when it grew very long).
 func (s *Sandbox) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()

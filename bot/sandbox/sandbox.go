@@ -145,6 +145,7 @@ type Sandbox struct {
 	clicks    map[string]*clickToken
 	faults    map[Route][]Fail
 	appRate   rateStat
+	patches   map[string]*rateStat // per message id
 	requests  []Request
 	unmatched []Request
 	eventURL  string
@@ -179,6 +180,7 @@ func New(opts Options) (*Sandbox, error) {
 		messages: map[string]*Message{},
 		uuids:    map[string]uuidEntry{},
 		clicks:   map[string]*clickToken{},
+		patches:  map[string]*rateStat{},
 		faults:   map[Route][]Fail{},
 		eventURL: opts.EventURL,
 		cardURL:  opts.CardURL,

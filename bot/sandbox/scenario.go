@@ -211,6 +211,13 @@ func (s *Sandbox) ClickButton(ctx context.Context, messageID, operatorOpenID str
 		return ClickResult{}, &InputError{Field: "messageID", Msg: messageID + " is not a live card message"}
 	}
 	token := s.nextIDLocked("c-")
+	if len(s.clicks) >= sweepAt {
+		for k, ct := range s.clicks {
+			if !s.now().Before(ct.expires) {
+				delete(s.clicks, k)
+			}
+		}
+	}
 	s.clicks[token] = &clickToken{messageID: messageID, expires: s.now().Add(ClickTokenTTL), before: m.Content}
 	eventID := s.nextIDLocked("ev_")
 	chatID := m.ChatID
@@ -255,6 +262,9 @@ func (s *Sandbox) finishClick(token, card string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ct := s.clicks[token]
+	if ct == nil {
+		return // swept: the clock moved past its expiry meanwhile
+	}
 	ct.answered = true
 	m := s.messages[ct.messageID]
 	if m == nil {
