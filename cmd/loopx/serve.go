@@ -18,10 +18,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"loopx/router"
 	"loopx/router/api"
 	"loopx/scheduler/quota"
 	"loopx/store"
 	"loopx/store/devpg"
+	"loopx/templates"
 )
 
 // shutdownGrace bounds a graceful stop after SIGINT/SIGTERM.
@@ -118,10 +120,15 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *
 	st := store.New(pool, store.Options{Now: now})
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	qs := quota.NewService(st, quota.Options{Now: now})
+	tpl, err := templates.New()
+	if err != nil {
+		return fmt.Errorf("load templates: %w", err)
+	}
+	// A stall gate opened by should-run is announced like any gate: a card in the goal's chats.
+	qs := quota.NewService(st, quota.Options{Now: now, GateNotice: router.GateNotice(ctx, st, tpl, "en")})
 	apiServer, err := api.New(api.Options{
 		Store: st, Quota: qs, AdminToken: token, Logger: logger.With("component", "api"),
-		Registry: registry, Now: now,
+		Registry: registry, Now: now, Templates: tpl,
 	})
 	if err != nil {
 		return err
