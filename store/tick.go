@@ -100,12 +100,15 @@ SELECT
 	   FROM (SELECT turn.id, turn.progress FROM turn, stall_mark
 	         WHERE goal_id = $1 AND agent_id = $2 AND state <> 'live' AND started_at > stall_mark.at
 	         ORDER BY turn.id DESC LIMIT coalesce((SELECT stall_turns FROM g), 0)) r),
-	(SELECT identity FROM hint_state WHERE goal_id = $1 AND agent_id = $2),
-	(SELECT step FROM hint_state WHERE goal_id = $1 AND agent_id = $2),
+	hs.identity,
+	hs.step,
 	(SELECT detail->>'next_action' FROM quota_ledger
 	   WHERE goal_id = $1 AND agent_id = $2 AND kind = 'state_refreshed' ORDER BY id DESC LIMIT 1),
-	(SELECT request_hash FROM receipt WHERE $4 <> '' AND key = $4),
-	(SELECT body FROM receipt WHERE $4 <> '' AND key = $4)`
+	rc.request_hash,
+	rc.body
+FROM (SELECT 1) one
+LEFT JOIN hint_state hs ON hs.goal_id = $1 AND hs.agent_id = $2
+LEFT JOIN receipt rc ON $4 <> '' AND rc.key = $4`
 
 // ReadTickSnapshot reads the should-run snapshot for goal x agent at now in one statement.
 // db may be a transaction. An unknown goal or agent is reported in GoalFound / AgentFound,

@@ -15,7 +15,8 @@ import (
 
 // benchSeed fills the database in a few set-based statements: 10,000 goals with an agent and
 // a few todos each, a goal "measured" with 1,000 todos, 200 past turns, spends inside and
-// outside the window, open gates, old inbox items, and 100,000 tick rows across the goals.
+// outside the window, open gates, old inbox items, 100,000 tick rows and 100,000 heartbeat
+// receipts across the goals, and a hint state per agent.
 var benchSeed = []string{
 	`INSERT INTO goal (id, title, owners, allowed_slots)
 	 SELECT 'bench-' || lpad(i::text, 5, '0'), 'goal ' || i, '{ou_bench}', 24 FROM generate_series(0, 9998) i`,
@@ -42,6 +43,11 @@ var benchSeed = []string{
 	 FROM generate_series(1, 100000) i`,
 	`INSERT INTO inbox_item (goal_id, agent_id, text, sender, state)
 	 SELECT 'measured', 'a', 'old message ' || i, 'ou_bench', 'acked' FROM generate_series(1, 500) i`,
+	`INSERT INTO hint_state (goal_id, agent_id, identity, step) SELECT goal_id, id, 'idle|no_runnable_todo|0|', 2 FROM agent`,
+	`INSERT INTO receipt (key, request_hash, status, body)
+	 SELECT 'heartbeat|bench-' || lpad((i % 9999)::text, 5, '0') || '|a|old-' || i, '\x00', 200,
+	        jsonb_build_object('ok', true, 'state', 'idle', 'message', repeat('x', 800))
+	 FROM generate_series(1, 100000) i`,
 	`ANALYZE`,
 }
 
