@@ -66,7 +66,8 @@
 // UserSays (text from a user, with MentionBot, MentionUser, ReplyTo and ReplyInThread),
 // ClickButton / ClickButtonN (card.action.trigger, answer applied to the card) and
 // AddBotToChat (im.chat.member.bot.added_v1) change the model and push the event; Deliver
-// pushes any other event type; Redeliver repeats one. Chat(id).Messages, Message, Chats and
+// pushes any other event type; Redeliver repeats one; VerifyCallbackURL sends Lark's
+// url_verification challenge. Chat(id).Messages, Message, Chats and
 // the Stats/AppStats counters read the model.
 //
 // # Control API (for `loopx chat`)

@@ -249,3 +249,25 @@ func Encrypt(plain []byte, encryptKey string) (string, error) {
 	cipher.NewCBCEncrypter(blk, out[:aes.BlockSize]).CryptBlocks(out[aes.BlockSize:], buf)
 	return base64.StdEncoding.EncodeToString(out), nil
 }
+
+// VerifyCallbackURL sends Lark's URL verification to url, as the developer console does when
+// a callback URL is saved: {"type":"url_verification","challenge","token"} (encrypted when
+// an encrypt key is set). It fails unless the answer is 200 with the same challenge.
+func (s *Sandbox) VerifyCallbackURL(ctx context.Context, url string) error {
+	challenge := randomHex(12)
+	payload, err := json.Marshal(map[string]string{"type": "url_verification", "challenge": challenge, "token": s.opts.VerificationToken})
+	if err != nil {
+		return fmt.Errorf("verify callback url: %w", err)
+	}
+	status, body, err := s.PushHTTP(ctx, url, payload)
+	if err != nil {
+		return fmt.Errorf("verify callback url: %w", err)
+	}
+	var ans struct {
+		Challenge string `json:"challenge"`
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &ans) != nil || ans.Challenge != challenge {
+		return fmt.Errorf("verify callback url %s: answered %d %q, want 200 {\"challenge\":%q}", url, status, body, challenge)
+	}
+	return nil
+}

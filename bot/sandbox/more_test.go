@@ -487,3 +487,15 @@ func TestPatchIsLimitedPerMessage(t *testing.T) {
 	m, _ := sb.Message(id)
 	require.Equal(t, "v7", sandbox.RenderCard(m.Content).Title)
 }
+
+func TestVerifyCallbackURL(t *testing.T) {
+	t.Parallel()
+	d := dispatcher.NewEventDispatcher(testToken, testKey)
+	bot := httptest.NewServer(http.HandlerFunc(httpserverext.NewEventHandlerFunc(d, larkevent.WithLogLevel(larkcore.LogLevelError))))
+	t.Cleanup(bot.Close)
+	sb := start(t, sandbox.Options{})
+	require.NoError(t, sb.VerifyCallbackURL(t.Context(), bot.URL))
+
+	wrong := start(t, sandbox.Options{VerificationToken: "other"})
+	require.ErrorContains(t, wrong.VerifyCallbackURL(t.Context(), bot.URL), "answered 500")
+}
