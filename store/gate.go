@@ -134,9 +134,15 @@ func gateNotice(ctx context.Context, tx DB, notice func(Gate) ([]OutboxInsert, e
 	return nil
 }
 
+// Answers of a stall gate.
+const (
+	StallContinue = "continue" // approves: the agent goes on
+	StallPause    = "pause"    // rejects: the goal stops
+)
+
 // AnswerGate approves or rejects an open gate. Only an owner of the goal may answer; anyone
 // else gets ErrRefused and an audit row with allowed=false. Answer is "approve", "reject" or
-// one of the gate's options (any option but "reject" approves). Approving unblocks the todo
+// one of the gate's options (any option but "reject", or "pause" on a stall gate, approves). Approving unblocks the todo
 // (its claim is kept); rejecting leaves it blocked for its agent to re-plan. Rejecting a stall
 // gate stops the goal.
 func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error) {
@@ -182,7 +188,7 @@ func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error
 		switch {
 		case p.Answer == "approve":
 			status = GateApproved
-		case p.Answer == "reject":
+		case p.Answer == "reject", g.Kind == GateKindStall && p.Answer == StallPause:
 			status = GateRejected
 		case contains(g.Options, p.Answer):
 			status = GateApproved

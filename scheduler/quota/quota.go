@@ -168,7 +168,7 @@ func checkParams(p ShouldRunParams) error {
 func (s *Service) openStallGate(ctx context.Context, tx store.DB, snap Input, d Decision, actor, surface string, now time.Time) (Decision, error) {
 	g, err := store.AskGateTx(ctx, tx, store.AskGateParams{
 		GoalID: snap.Goal.ID, AgentID: snap.Agent.ID, Kind: store.GateKindStall,
-		Question: StallQuestion(snap.Goal.StallTurns, snap.Goal.Lang), Options: []string{"continue", "reject"},
+		Question: StallQuestion(snap.Goal.StallTurns, snap.Goal.Lang), Options: []string{store.StallContinue, store.StallPause},
 		Notice: s.gateNotice,
 	}, now)
 	if err != nil {
