@@ -135,3 +135,6 @@ func clip(s string) string {
 	r := []rune(s)
 	return string(r[:80]) + "…"
 }
+
+// ValidInstanceID reports whether s is "" or a valid turn instance id.
+func ValidInstanceID(s string) bool { return s == "" || instancePattern.MatchString(s) }
