@@ -79,6 +79,10 @@ func (s *Sandbox) envelope(eventID, eventType string, event any) ([]byte, error)
 // Deliver pushes a new event (a fresh event id) of eventType whose "event" object is event,
 // over the active transport, with Lark's redelivery ladder. It returns at once.
 func (s *Sandbox) Deliver(eventType string, event any) (*Delivery, error) {
+	return s.deliver(eventType, event, "")
+}
+
+func (s *Sandbox) deliver(eventType string, event any, messageID string) (*Delivery, error) {
 	if eventType == "" {
 		return nil, &InputError{Field: "eventType", Msg: "must not be empty"}
 	}
@@ -89,7 +93,7 @@ func (s *Sandbox) Deliver(eventType string, event any) (*Delivery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deliver: %w", err)
 	}
-	d := &Delivery{EventID: id, EventType: eventType, Payload: payload, done: make(chan struct{})}
+	d := &Delivery{EventID: id, EventType: eventType, MessageID: messageID, Payload: payload, done: make(chan struct{})}
 	s.startDelivery(d)
 	return d, nil
 }

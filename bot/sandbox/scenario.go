@@ -126,6 +126,7 @@ func (s *Sandbox) UserSays(chatID string, chatType ChatType, senderOpenID, text 
 	}
 	s.storeMessageLocked(c, m)
 	deliver := c.botIn && (chatType == ChatP2P || cfg.mentionBot || s.opts.GroupMessages)
+	event := s.messageEvent(m, chatType) // under the lock: m is shared with the model
 	s.mu.Unlock()
 
 	if !deliver {
@@ -134,11 +135,10 @@ func (s *Sandbox) UserSays(chatID string, chatType ChatType, senderOpenID, text 
 		close(d.done)
 		return d, nil
 	}
-	d, err := s.Deliver(EventMessageReceive, s.messageEvent(m, chatType))
+	d, err := s.deliver(EventMessageReceive, event, m.ID)
 	if err != nil {
 		return nil, fmt.Errorf("user says: %w", err)
 	}
-	d.MessageID = m.ID
 	return d, nil
 }
 
