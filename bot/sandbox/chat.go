@@ -60,12 +60,13 @@ func RunChat(ctx context.Context, opts ChatOptions, in io.Reader, out io.Writer)
 	if err != nil {
 		return fmt.Errorf("run chat: reach the sandbox at %s (is `loopx serve --sandbox` running? set LOOPX_SANDBOX_URL): %w", opts.URL, err)
 	}
-	s := &chatSession{cli: cli, out: out, info: info, opts: opts, nums: map[string]int{},
+	s := &chatSession{cli: cli, out: out, info: info, opts: opts, nums: map[string]int{}, noticed: map[string]bool{},
 		user: cmp.Or(opts.As, info.DemoUserOpenID), chat: cmp.Or(opts.Chat, info.DefaultChatID)}
 	s.printf("Lark sandbox at %s. You are %s in chat %s. Type /? for help, /quit to leave.\n", opts.URL, s.user, s.chat)
 	if err := s.switchChat(ctx, s.chat, ""); err != nil {
 		return fmt.Errorf("run chat: %w", err)
 	}
+	s.startCursor = s.cursor
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -105,16 +106,18 @@ type chatSession struct {
 	opts ChatOptions
 	info Info
 
-	mu       sync.Mutex // guards the fields below and writes to out
-	out      io.Writer
-	user     string
-	chat     string
-	chatType ChatType
-	cursor   int64
-	gen      int // bumped on /chat so a poll of the old chat is dropped
-	cancel   context.CancelFunc
-	nums     map[string]int // message id → number shown
-	ids      []string       // number-1 → message id
+	mu          sync.Mutex // guards the fields below and writes to out
+	out         io.Writer
+	user        string
+	chat        string
+	chatType    ChatType
+	cursor      int64
+	gen         int // bumped on /chat so a poll of the old chat is dropped
+	cancel      context.CancelFunc
+	nums        map[string]int  // message id → number shown
+	noticed     map[string]bool // messages of other chats already announced
+	startCursor int64           // messages created before the session are not announced
+	ids         []string        // number-1 → message id
 }
 
 func (s *chatSession) printf(format string, args ...any) {
@@ -152,7 +155,7 @@ func (s *chatSession) switchChat(ctx context.Context, chatID string, typ ChatTyp
 		fmt.Fprintf(s.out, "(no messages in %s yet)\n", chatID)
 	}
 	for _, m := range page.Messages {
-		s.printLocked(m)
+		s.printLocked(m, true)
 	}
 	return nil
 }
@@ -166,7 +169,8 @@ func (s *chatSession) poll(ctx context.Context) {
 		pctx, cancel := context.WithCancel(ctx)
 		s.cancel = cancel
 		s.mu.Unlock()
-		page, err := s.cli.Messages(pctx, chat, cursor, 0, s.opts.PollWait)
+		// All chats: the current one is shown, the others only noticed.
+		page, err := s.cli.Messages(pctx, "", cursor, 0, s.opts.PollWait)
 		switched := pctx.Err() != nil
 		cancel()
 		if err != nil {
@@ -192,7 +196,11 @@ func (s *chatSession) poll(ctx context.Context) {
 		s.mu.Lock()
 		if gen == s.gen {
 			for _, m := range page.Messages {
-				s.printLocked(m)
+				if m.ChatID == chat {
+					s.printLocked(m, false)
+				} else {
+					s.noticeLocked(m)
+				}
 			}
 			s.cursor = page.Cursor
 		}
@@ -207,9 +215,30 @@ func (s *chatSession) label(openID string) string {
 	return openID
 }
 
-// printLocked writes one message; a message shown before keeps its number and is marked
-// updated.
-func (s *chatSession) printLocked(m MessageView) {
+// noticeLocked announces, once, a new message in a chat other than the current one.
+func (s *chatSession) noticeLocked(m MessageView) {
+	if s.noticed[m.MessageID] || m.SenderID == s.user || m.Seq <= s.startCursor {
+		return
+	}
+	s.noticed[m.MessageID] = true
+	who := m.SenderID
+	if m.SenderType == SenderApp {
+		who = s.info.BotName
+	}
+	summary := m.Text
+	if m.Card != nil {
+		summary = cmp.Or(m.Card.Title, "a card")
+	}
+	if i := strings.IndexByte(summary, '\n'); i >= 0 {
+		summary = summary[:i] + " …"
+	}
+	fmt.Fprintf(s.out, "* new in %s from %s: %s   (/chat %s)\n", m.ChatID, who, atNames(summary), m.ChatID)
+}
+
+// printLocked writes one message; a message shown before keeps its number. A live change is
+// marked (updated: its content changed; changed: a reaction, a thread opened); history shows
+// only whether the content was ever edited.
+func (s *chatSession) printLocked(m MessageView, history bool) {
 	n, seen := s.nums[m.MessageID]
 	if !seen {
 		s.ids = append(s.ids, m.MessageID)
@@ -237,10 +266,10 @@ func (s *chatSession) printLocked(m MessageView) {
 		}
 	}
 	switch {
-	case seen && m.Updated:
+	case m.Updated && (seen || history):
 		tags = append(tags, "updated")
-	case seen:
-		tags = append(tags, "changed") // a thread opened on it, a reaction, ...
+	case seen && !history:
+		tags = append(tags, "changed")
 	}
 	if m.Recalled {
 		tags = append(tags, "recalled")

@@ -137,6 +137,18 @@ func TestChatClientAgainstSandbox(t *testing.T) {
 	waitFor("[in thread of #11]")
 	waitFor("echo: more details please")
 
+	// A bot message in another chat is announced, not shown.
+	dm, err := client(sb).Im.V1.Message.Create(t.Context(), larkim.NewCreateMessageReqBuilder().ReceiveIdType("open_id").
+		Body(larkim.NewCreateMessageReqBodyBuilder().ReceiveId(sb.DemoUserOpenID()).MsgType("text").Content(textContent("psst\nsecond line")).Build()).Build())
+	require.NoError(t, err)
+	require.True(t, dm.Success())
+	waitFor("* new in oc_p2p_" + sb.DemoUserOpenID() + " from LoopX: psst …   (/chat oc_p2p_" + sb.DemoUserOpenID() + ")")
+	say("/dm")
+	waitFor("* now in your one-to-one chat with the bot")
+	waitFor("second line")
+	say("/chat " + sb.DefaultChatID())
+	waitFor("* now in chat " + sb.DefaultChatID())
+
 	say("/click 99 1")
 	waitFor("! message \"99\": use a number shown as #N")
 

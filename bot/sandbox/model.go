@@ -25,8 +25,9 @@ const (
 type Message struct {
 	ID     string
 	ChatID string
-	// Seq orders messages by creation; Rev is the sandbox-wide change counter at the last
-	// change of this message (creation, patch, recall, reaction, card update).
+	// Rev is the sandbox-wide change counter at the last change of this message (creation,
+	// patch, recall, reaction, thread opened, card update); Seq is Rev at creation, so it
+	// orders messages by creation and tells the control API's cursor which are new.
 	Seq int64
 	Rev int64
 	// SenderType is SenderApp (the bot) or SenderUser; SenderID is the bot's or the user's
@@ -236,9 +237,8 @@ func (e *InputError) Error() string { return "sandbox: " + e.Field + ": " + e.Ms
 
 // storeMessageLocked appends m to its chat and the model.
 func (s *Sandbox) storeMessageLocked(c *chat, m *Message) {
-	s.counter++
-	m.Seq = s.counter
 	m.Rev = s.bumpLocked()
+	m.Seq = m.Rev
 	s.messages[m.ID] = m
 	c.messages = append(c.messages, m.ID)
 }
