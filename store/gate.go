@@ -296,7 +296,7 @@ func (s *Store) GetGate(ctx context.Context, goalID string, id int64) (Gate, err
 func getGate(ctx context.Context, db DB, goalID string, id int64, forUpdate bool) (Gate, error) {
 	q := `SELECT ` + gateCols + ` FROM gate WHERE goal_id = $1 AND id = $2`
 	if forUpdate {
-		q += ` FOR UPDATE`
+		q += ` FOR NO KEY UPDATE` // ids never change; rows referencing this one need not wait
 	}
 	g, err := scanGate(db.QueryRow(ctx, q, goalID, id))
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -111,7 +111,7 @@ func (s *Store) GetGoal(ctx context.Context, id string) (Goal, error) {
 func getGoal(ctx context.Context, db DB, id string, forUpdate bool) (Goal, error) {
 	q := `SELECT ` + goalCols + ` FROM goal WHERE id = $1`
 	if forUpdate {
-		q += ` FOR UPDATE`
+		q += ` FOR NO KEY UPDATE` // ids never change; rows referencing this one need not wait
 	}
 	g, err := scanGoal(db.QueryRow(ctx, q, id))
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -80,7 +80,7 @@ func (s *Store) GetTodo(ctx context.Context, goalID string, id int64) (Todo, err
 func getTodo(ctx context.Context, db DB, goalID string, id int64, forUpdate bool) (Todo, error) {
 	q := `SELECT ` + todoCols + ` FROM todo WHERE goal_id = $1 AND id = $2`
 	if forUpdate {
-		q += ` FOR UPDATE`
+		q += ` FOR NO KEY UPDATE` // ids never change; rows referencing this one need not wait
 	}
 	t, err := scanTodo(db.QueryRow(ctx, q, goalID, id))
 	if errors.Is(err, pgx.ErrNoRows) {

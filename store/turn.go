@@ -181,7 +181,7 @@ func keepTail(s string, n int) string {
 func getTurn(ctx context.Context, db DB, goalID, agentID, instance string, forUpdate bool) (Turn, error) {
 	q := `SELECT ` + turnCols + ` FROM turn WHERE goal_id = $1 AND agent_id = $2 AND instance_id = $3`
 	if forUpdate {
-		q += ` FOR UPDATE`
+		q += ` FOR NO KEY UPDATE` // ids never change; rows referencing this one need not wait
 	}
 	t, err := scanTurn(db.QueryRow(ctx, q, goalID, agentID, instance))
 	if errors.Is(err, pgx.ErrNoRows) {
