@@ -16,8 +16,6 @@ type target struct {
 	session string
 }
 
-func (tg target) key() string { return Address{tg.goal.ID, tg.agent, tg.session}.String() }
-
 // candidate is one place a message could go, before the goal is read.
 type candidate struct{ goal, agent, session string }
 
