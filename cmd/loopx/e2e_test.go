@@ -27,37 +27,21 @@ import (
 	"loopx/store/storetest"
 )
 
-// The tests below run the real binary: built once per test process.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
+// The tests below run loopx as separate processes. The test binary is the loopx binary: with
+// LOOPX_E2E_MAIN=1 in its environment, TestMain runs the command line instead of the tests,
+// through the same run() as main. That spares a second link of the whole program.
 func loopxBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "loopx-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "loopx")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	require.NoError(t, buildErr)
-	return binPath
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return exe
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
+	if os.Getenv("LOOPX_E2E_MAIN") == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 const e2eAdminToken = "e2e-admin-token-0123456789abcdef"
@@ -116,7 +100,7 @@ func launchServe(t *testing.T, env map[string]string) *server {
 	require.NoError(t, cmd.Start())
 	go func() { s.done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("LOOPX_TEST_SERVE_LOG") != "" {
 			t.Logf("loopx serve log:\n%s", s.logs.String())
 		}
 		s.stop(t)
@@ -163,7 +147,7 @@ func (s *server) stop(t *testing.T) {
 }
 
 func baseEnv() []string {
-	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LOOPX_E2E_MAIN=1"}
 }
 
 type cliResult struct {
