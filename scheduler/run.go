@@ -40,6 +40,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				"started", st.Started, "reminders", st.Reminders, "db_time", st.DBTime)
 		}
 		d := s.sleepFor(ctx, failures)
+		if failures == 0 {
+			d = time.Duration(float64(d) / s.cfg.TimeScale)
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():

@@ -89,6 +89,9 @@ type Config struct {
 	MaxMissedRows int
 	// MaxSleep bounds one sleep of Run, a safety net for a lost notification; 0 means 5 min.
 	MaxSleep time.Duration
+	// TimeScale is how much faster than real time Now runs (an accelerated clock in
+	// process-level tests); Run divides its sleeps by it. 0 means 1.
+	TimeScale float64
 }
 
 // Scheduler fires schedules. Run it on every replica; the database keeps them from firing a
@@ -147,6 +150,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if cfg.MaxSleep <= 0 {
 		cfg.MaxSleep = 5 * time.Minute
+	}
+	if cfg.TimeScale <= 0 {
+		cfg.TimeScale = 1
 	}
 	if cfg.Peek == nil {
 		st := cfg.Store

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"loopx/bot/sandbox"
@@ -17,7 +18,8 @@ import (
 )
 
 // wireScheduler runs the scheduler on this replica: heartbeats, report digests, gate
-// reminders and the exec/webhook runners. In sandbox mode it seeds the demo goal once.
+// reminders and the exec/webhook runners. In sandbox mode it seeds the demo goal once
+// (LOOPX_DEMO=off skips that).
 //
 // Environment: LOOPX_SCHEDULER=off disables it; LOOPX_JITTER_MAX (a duration, default 60s,
 // 0 for none) bounds the per-goal delay; LOOPX_EXEC_SHELL=1 lets exec agents use a shell
@@ -52,6 +54,10 @@ func wireScheduler(ctx context.Context, d *deps) ([]component, error) {
 		host, _ := os.Hostname()
 		replica = host + ":" + strconv.Itoa(os.Getpid())
 	}
+	now, scale, err := schedulerClock(d)
+	if err != nil {
+		return nil, err
+	}
 	base := runner.Base{URL: agentURL, Goals: d.store, Tokens: d.store, Templates: set}
 	logger := d.logger
 	reminders, err := scheduler.NewReminders(scheduler.ReminderConfig{Store: d.store, Templates: set})
@@ -63,7 +69,7 @@ func wireScheduler(ctx context.Context, d *deps) ([]component, error) {
 		return nil, err
 	}
 	s, err := scheduler.New(scheduler.Config{
-		Store: d.store, Decider: d.quota, Now: d.now, Logger: logger, Replica: replica, MaxJitter: jitter,
+		Store: d.store, Decider: d.quota, Now: now, TimeScale: scale, Logger: logger, Replica: replica, MaxJitter: jitter,
 		Reminders: reminders, Digests: digests,
 		Runners: map[string]scheduler.Runner{
 			"exec":    &runner.Exec{Base: base, AllowShell: d.getenv("LOOPX_EXEC_SHELL") == "1", Logger: logger},
@@ -73,12 +79,38 @@ func wireScheduler(ctx context.Context, d *deps) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.cfg.Sandbox {
+	if d.cfg.Sandbox && d.getenv("LOOPX_DEMO") != "off" {
 		if err := seedDemo(ctx, d); err != nil {
 			return nil, err
 		}
 	}
 	return []component{{name: "scheduler", run: s.Run}}, nil
+}
+
+// schedulerClock is the serve clock, or, for process-level tests only, an accelerated one
+// that every replica computes alike: LOOPX_TEST_CLOCK="<epoch RFC 3339>,<anchor unix ns>,<scale>"
+// reads epoch + (real now - anchor) × scale.
+func schedulerClock(d *deps) (func() time.Time, float64, error) {
+	v := d.getenv("LOOPX_TEST_CLOCK")
+	if v == "" {
+		return d.now, 1, nil
+	}
+	parts := strings.Split(v, ",")
+	bad := fmt.Errorf("LOOPX_TEST_CLOCK: %q is not <epoch RFC 3339>,<anchor unix ns>,<scale>", v)
+	if len(parts) != 3 {
+		return nil, 0, bad
+	}
+	epoch, err1 := time.Parse(time.RFC3339, parts[0])
+	anchorNS, err2 := strconv.ParseInt(parts[1], 10, 64)
+	scale, err3 := strconv.ParseFloat(parts[2], 64)
+	if err1 != nil || err2 != nil || err3 != nil || scale <= 0 {
+		return nil, 0, bad
+	}
+	anchor := time.Unix(0, anchorNS)
+	d.logger.Warn("scheduler runs on an accelerated test clock", "epoch", epoch, "scale", scale)
+	return func() time.Time {
+		return epoch.Add(time.Duration(float64(time.Since(anchor)) * scale))
+	}, scale, nil
 }
 
 // seedDemo writes the bundled demo agent under LOOPX_HOME and seeds the demo goal once.
