@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -57,6 +58,10 @@ func RunChat(ctx context.Context, opts ChatOptions, in io.Reader, out io.Writer)
 		return fmt.Errorf("run chat: %w", err)
 	}
 	info, err := cli.Info(ctx)
+	var ce *ControlError
+	if errors.As(err, &ce) && ce.Status == http.StatusUnauthorized {
+		return fmt.Errorf("run chat: the sandbox at %s wants its control token: set LOOPX_SANDBOX_TOKEN to the LOOPX_SANDBOX_TOKEN of loopx serve: %w", opts.URL, err)
+	}
 	if err != nil {
 		return fmt.Errorf("run chat: reach the sandbox at %s (is `loopx serve --sandbox` running? set LOOPX_SANDBOX_URL): %w", opts.URL, err)
 	}

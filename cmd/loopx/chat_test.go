@@ -39,3 +39,22 @@ func TestChatCommandWithoutSandboxExits3(t *testing.T) {
 	require.Equal(t, exitUnreachable, code)
 	require.Contains(t, errOut.String(), "LOOPX_SANDBOX_URL")
 }
+
+func TestChatCommandNeedsTheControlToken(t *testing.T) {
+	t.Parallel()
+	sb, err := sandbox.New(sandbox.Options{ControlToken: "s3cret"})
+	require.NoError(t, err)
+	sb.Start(context.Background())
+	t.Cleanup(sb.Close)
+	env := map[string]string{"LOOPX_SANDBOX_URL": sb.URL()}
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"chat"}, func(k string) string { return env[k] }, strings.NewReader("/quit\n"), &out, &errOut)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut.String(), "set LOOPX_SANDBOX_TOKEN")
+
+	env["LOOPX_SANDBOX_TOKEN"] = "s3cret"
+	out.Reset()
+	code = run(t.Context(), []string{"chat"}, func(k string) string { return env[k] }, strings.NewReader("/quit\n"), &out, &errOut)
+	require.Equal(t, exitOK, code)
+	require.Contains(t, out.String(), "You are "+sb.DemoUserOpenID())
+}
