@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -291,6 +292,22 @@ func TestEndToEndTurn(t *testing.T) {
 		r = s.cli(t, agentTok, "quota", "should-run", "--goal-id", "demo", "--agent-id", "someone-else")
 		require.Equal(t, exitRefused, r.code)
 		require.Contains(t, r.stderr, "forbidden")
+	})
+
+	t.Run("health and metrics", func(t *testing.T) {
+		for path, want := range map[string]string{
+			"/healthz": `"status":"ok"`,
+			"/readyz":  `"database":"ok"`,
+			"/metrics": `loopx_api_requests_total{route="POST /v1/goals/{goal}/should-run",status="200"}`,
+		} {
+			resp, err := http.Get(s.url + path)
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, resp.StatusCode, path)
+			require.Contains(t, string(body), want, path)
+		}
 	})
 
 	t.Run("doctor", func(t *testing.T) {
