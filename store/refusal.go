@@ -18,16 +18,12 @@ type RefusalParams struct {
 // its scope): one audit row with allowed=false. Refusals that an operation itself decides are
 // audited by that operation.
 func (s *Store) AuditRefusal(ctx context.Context, m Meta, p RefusalParams) error {
-	detail, err := json.Marshal(map[string]string{"reason": p.Reason})
+	detail, err := json.Marshal(map[string]string{"refused": p.Reason})
 	if err != nil {
 		return fmt.Errorf("encode refusal: %w", err)
 	}
-	_, err = s.pool.Exec(ctx,
-		`INSERT INTO audit (actor, surface, action, goal_id, target, allowed, detail)
-		 VALUES ($1, $2, $3, $4, $5, false, $6)`,
-		m.Actor, m.Surface, p.Action, p.GoalID, p.Target, detail)
-	if err != nil {
-		return fmt.Errorf("audit refusal: %w", mapErr(err))
-	}
-	return nil
+	return InsertAudit(ctx, s.pool, Audit{
+		At: s.now(), Actor: m.Actor, Surface: m.Surface, Action: p.Action,
+		GoalID: p.GoalID, Target: p.Target, Allowed: false, Detail: detail,
+	})
 }

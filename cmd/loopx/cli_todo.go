@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -55,7 +56,7 @@ func (a *app) todoCommand() *cobra.Command {
 			}
 			if claim {
 				if agent == "" {
-					return usageError{errMsg("--claim needs --agent-id")}
+					return usageError{errors.New("--claim needs --agent-id")}
 				}
 				b.ClaimFor = agent
 			}
@@ -179,7 +180,3 @@ todo changed since, the answer is conflict (exit 1). Without --version it is rea
 	cmd.AddCommand(add, list, claimCmd, update, done)
 	return cmd
 }
-
-type errMsg string
-
-func (e errMsg) Error() string { return string(e) }
