@@ -57,13 +57,17 @@ type Cluster struct {
 }
 
 // BinDir returns the directory holding initdb and postgres.
-func BinDir() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		if _, err := exec.LookPath("postgres"); err == nil {
+func BinDir() (string, error) { return findBinDir(exec.LookPath, "/usr/lib/postgresql/*/bin") }
+
+// findBinDir looks on PATH (through lookPath), then in the newest directory matching pattern
+// (Debian's /usr/lib/postgresql/<version>/bin); no version is assumed.
+func findBinDir(lookPath func(string) (string, error), pattern string) (string, error) {
+	if p, err := lookPath("initdb"); err == nil {
+		if _, err := lookPath("postgres"); err == nil {
 			return filepath.Dir(p), nil
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(pattern)
 	// Newest major version first; names are numbers like "15" or "9.6".
 	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
 	for _, d := range dirs {

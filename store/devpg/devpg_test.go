@@ -73,9 +73,3 @@ func TestStopsOnContextCancel(t *testing.T) {
 	}
 	require.NoError(t, c.Stop())
 }
-
-func TestNoBinariesNamesThePackage(t *testing.T) {
-	t.Parallel()
-	require.Contains(t, devpg.ErrNoBinaries.Error(), "postgresql")
-	require.Contains(t, devpg.ErrNoBinaries.Error(), "apt-get install")
-}
