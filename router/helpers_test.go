@@ -45,7 +45,7 @@ func (c *clock) Add(d time.Duration) {
 //	docs  owners ou_owner, members ou_member; agents codex (default) and claude; bound to oc_room
 //	infra owners ou_owner; agent ops
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	st   *store.Store
 	chat *router.Chat
 	clk  *clock
@@ -54,7 +54,7 @@ type env struct {
 	gate int64 // the gate a test case works on
 }
 
-func newEnv(t *testing.T, mutate ...func(*router.Options)) *env {
+func newEnv(t testing.TB, mutate ...func(*router.Options)) *env {
 	t.Helper()
 	clk := &clock{t: time.Now().UTC().Truncate(time.Microsecond)}
 	st := storetest.New(t, store.Options{Now: clk.Now})
@@ -213,4 +213,22 @@ func inboxAgent(goal, agent string) inbox.Agent { return inbox.Agent{GoalID: goa
 
 func replyParams(item int64, key, text string) inbox.ReplyParams {
 	return inbox.ReplyParams{ItemID: item, Key: key, Text: text}
+}
+
+// drainAll empties docs/codex's inbox (benchmarks stay under the pending bound).
+func (e *env) drainAll(tb testing.TB) {
+	tb.Helper()
+	for {
+		items, err := e.chat.Inbox().Drain(tb.Context(), inboxAgent("docs", "codex"), "", 200)
+		require.NoError(tb, err)
+		if len(items) == 0 {
+			return
+		}
+		ids := make([]int64, len(items))
+		for i, it := range items {
+			ids[i] = it.ID
+		}
+		_, err = e.chat.Inbox().Ack(tb.Context(), inboxAgent("docs", "codex"), ids)
+		require.NoError(tb, err)
+	}
 }
