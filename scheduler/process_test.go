@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,4 +202,71 @@ func TestServeReplicasKill9(t *testing.T) {
 		require.Equal(t, 1, catchUps, "schedule %d", sched)
 	}
 	checkChains(t, pool)
+}
+
+// The sandbox demo end to end: `loopx serve` (sandbox) seeds the demo goal, the bundled
+// examples/demo-agent.sh drives the real CLI with its per-turn token, claims the first todo,
+// adds evidence and asks a gate; once the owner approves, the next turns finish both todos.
+// The scheduler clock runs 60x so the one-minute heartbeat comes every second.
+func TestSandboxDemoAgentDrivesTheCLI(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("process-level test")
+	}
+	ctx := t.Context()
+	bin := buildLoopx(t)
+	url := storetest.NewDatabase(t)
+	pool, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := store.New(pool, store.Options{})
+	clockEnv := fmt.Sprintf("LOOPX_TEST_CLOCK=%s,%d,60", time.Now().UTC().Format(time.RFC3339), time.Now().UnixNano())
+	// The agent calls back on LOOPX_LISTEN, so the port must be known before serve starts.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := lis.Addr().String()
+	require.NoError(t, lis.Close())
+	p := startServe(t, bin, url, "demo", clockEnv, "LOOPX_DEMO=on", "LOG_LEVEL=info", "LOOPX_LISTEN="+addr)
+	defer func() {
+		if t.Failed() {
+			p.dump(t)
+		}
+	}()
+
+	var gate store.Gate
+	require.Eventually(t, func() bool {
+		gates, err := st.ListGates(ctx, store.ListGatesParams{GoalID: scheduler.DemoGoalID, Status: store.GateOpen})
+		if err != nil || len(gates) == 0 {
+			return false
+		}
+		gate = gates[0]
+		return true
+	}, 45*time.Second, 200*time.Millisecond, "the demo agent asks a gate")
+	require.Contains(t, gate.Question, "May I publish them?")
+	ev, err := st.ListEvidence(ctx, store.ListEvidenceParams{GoalID: scheduler.DemoGoalID})
+	require.NoError(t, err)
+	require.NotEmpty(t, ev, "evidence before the gate")
+
+	_, err = st.AnswerGate(ctx, store.AnswerGateParams{GoalID: scheduler.DemoGoalID, GateID: gate.ID, Answer: "approve",
+		AnsweredBy: "ou_demo_owner", Meta: admin})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		todos, err := st.ListTodos(ctx, store.ListTodosParams{GoalID: scheduler.DemoGoalID, Statuses: []string{store.TodoDone}})
+		var live int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM turn WHERE state = 'live'`).Scan(&live))
+		return err == nil && len(todos) == 2 && live == 0
+	}, 45*time.Second, 200*time.Millisecond, "the agent continues after the approval and finishes both todos")
+
+	rows, err := pool.Query(ctx, `SELECT state, log_tail FROM turn WHERE goal_id = $1 ORDER BY id`, scheduler.DemoGoalID)
+	require.NoError(t, err)
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var state, tail string
+		require.NoError(t, rows.Scan(&state, &tail))
+		require.Equal(t, store.TurnOK, state, tail)
+		require.Contains(t, tail, "[demo-agent]")
+		n++
+	}
+	require.GreaterOrEqual(t, n, 3)
 }
