@@ -663,6 +663,51 @@ func TestBadInputWritesNothing(t *testing.T) {
 			_, err := st.RefreshState(ctx, store.RefreshStateParams{GoalID: "g", AgentID: "a", NextAction: long, Meta: admin})
 			return err
 		}},
+		{"title", store.ErrInvalid, func() error {
+			_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "ok", Title: strings.Repeat("t", 201), Meta: admin})
+			return err
+		}},
+		{"members", store.ErrInvalid, func() error {
+			m := []string{"ou_ok", "on_union_id"}
+			_, err := st.UpdateGoal(ctx, store.UpdateGoalParams{GoalID: "g", Members: &m, Meta: admin})
+			return err
+		}},
+		{"stall_turns", store.ErrInvalid, func() error {
+			_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "ok", StallTurns: &neg, Meta: admin})
+			return err
+		}},
+		{"options", store.ErrInvalid, func() error {
+			_, err := st.AskGate(ctx, store.AskGateParams{GoalID: "g", AgentID: "a", Question: "q", Options: []string{"yes", ""}, Meta: admin})
+			return err
+		}},
+		{"comment", store.ErrInvalid, func() error {
+			_, err := st.AnswerGate(ctx, store.AnswerGateParams{GoalID: "g", GateID: 1, Answer: "approve", AnsweredBy: owner, Comment: long, Meta: admin})
+			return err
+		}},
+		{"ref", store.ErrInvalid, func() error {
+			_, err := st.AddEvidence(ctx, store.AddEvidenceParams{GoalID: "g", AgentID: "a", Summary: "s", Ref: strings.Repeat("r", 2001), Meta: admin})
+			return err
+		}},
+		{"kind", store.ErrInvalid, func() error {
+			_, err := st.AddEvidence(ctx, store.AddEvidenceParams{GoalID: "g", AgentID: "a", Summary: "s", Kind: "video", Meta: admin})
+			return err
+		}},
+		{"lease", store.ErrInvalid, func() error {
+			_, err := st.ClaimTodo(ctx, store.ClaimTodoParams{GoalID: "g", TodoID: 1, AgentID: "a", Lease: -time.Second, Meta: admin})
+			return err
+		}},
+		{"turn_instance_id", store.ErrInvalid, func() error {
+			_, err := st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "g", AgentID: "a", InstanceID: "has space", Meta: admin})
+			return err
+		}},
+		{"agent_id", store.ErrNotFound, func() error {
+			_, err := st.AddEvidence(ctx, store.AddEvidenceParams{GoalID: "g", AgentID: "ghost", Summary: "s", Meta: admin})
+			return err
+		}},
+		{"version", store.ErrInvalid, func() error {
+			_, err := st.UpdateTodo(ctx, store.UpdateTodoParams{GoalID: "g", TodoID: 1, Meta: admin})
+			return err
+		}},
 		{"surface", store.ErrInvalid, func() error {
 			_, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "x", Meta: store.Meta{Actor: "admin", Surface: "email"}})
 			return err
