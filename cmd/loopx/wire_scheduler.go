@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"loopx/bot/sandbox"
 	"loopx/examples"
 	"loopx/scheduler"
@@ -78,6 +80,22 @@ func wireScheduler(ctx context.Context, d *deps) ([]component, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, m := range []struct {
+		name, help string
+		value      func(scheduler.Stats) float64
+	}{
+		{"loopx_scheduler_ticks_total", "Tick rows written by this replica (ran, skipped and missed).", func(t scheduler.Stats) float64 { return float64(t.Ticks) }},
+		{"loopx_scheduler_missed_total", "Fire times recorded missed after downtime by this replica.", func(t scheduler.Stats) float64 { return float64(t.Missed) }},
+		{"loopx_scheduler_turns_started_total", "Turns handed to exec or webhook runners by this replica.", func(t scheduler.Stats) float64 { return float64(t.Started) }},
+		{"loopx_scheduler_reminders_total", "Gate reminders sent by this replica.", func(t scheduler.Stats) float64 { return float64(t.Reminders) }},
+		{"loopx_scheduler_db_seconds_total", "Time spent in claiming transactions, should-run included.", func(t scheduler.Stats) float64 { return t.DBTime.Seconds() }},
+	} {
+		value := m.value
+		if err := d.registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help},
+			func() float64 { return value(s.Totals()) })); err != nil {
+			return nil, fmt.Errorf("register %s: %w", m.name, err)
+		}
 	}
 	if d.cfg.Sandbox && d.getenv("LOOPX_DEMO") != "off" {
 		if err := seedDemo(ctx, d); err != nil {
