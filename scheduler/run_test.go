@@ -94,3 +94,27 @@ func TestPausedGoalHoldsHeartbeatUntilResume(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, missed)
 }
+
+// Tick rows older than the retention are pruned by the loop, at most every 10 minutes.
+func TestOldTicksArePruned(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := storetest.NewDatabase(t)
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	c := newClock(t0)
+	r := newReplica(t, url, "prune", c, &pollDecider{}, func(cfg *scheduler.Config) {
+		cfg.TickRetention = 10 * time.Minute
+		cfg.MaxJitter = -1
+	})
+	seedGoals(t, r.pool, "q", 5, "* * * * *", "UTC")
+	for range 31 {
+		_, err := r.sched.Step(ctx)
+		require.NoError(t, err)
+		c.Add(time.Minute)
+	}
+	var oldest time.Time
+	var n int
+	require.NoError(t, r.pool.QueryRow(ctx, `SELECT min(fire_at), count(*) FROM tick`).Scan(&oldest, &n))
+	require.False(t, oldest.Before(t0.Add(20*time.Minute)), "ticks before the last prune's cut-off are gone: oldest %s", oldest)
+	require.Less(t, n, 5*31)
+}

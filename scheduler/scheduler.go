@@ -89,6 +89,9 @@ type Config struct {
 	MaxMissedRows int
 	// MaxSleep bounds one sleep of Run, a safety net for a lost notification; 0 means 5 min.
 	MaxSleep time.Duration
+	// TickRetention is how long tick rows are kept; 0 means 35 days (longer than a monthly
+	// report window). Step prunes at most every 10 minutes, 10,000 rows at a time.
+	TickRetention time.Duration
 	// TimeScale is how much faster than real time Now runs (an accelerated clock in
 	// process-level tests); Run divides its sleeps by it. 0 means 1.
 	TimeScale float64
@@ -105,8 +108,9 @@ type Scheduler struct {
 	runners sync.WaitGroup
 	specs   sync.Map // spec+"\x00"+tz -> Spec (parsing is pure; the cache is per instance)
 
-	mu     sync.Mutex
-	totals Stats // everything Step did since New, for metrics and the benchmark
+	mu        sync.Mutex
+	totals    Stats     // everything Step did since New, for metrics and the benchmark
+	lastPrune time.Time // when Step last pruned old ticks
 }
 
 // Totals returns what every Step of this Scheduler did so far.
@@ -153,6 +157,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if cfg.TimeScale <= 0 {
 		cfg.TimeScale = 1
+	}
+	if cfg.TickRetention <= 0 {
+		cfg.TickRetention = 35 * 24 * time.Hour
 	}
 	if cfg.Peek == nil {
 		st := cfg.Store
@@ -221,6 +228,7 @@ func (s *Scheduler) Step(ctx context.Context) (total Stats, err error) {
 			break
 		}
 	}
+	s.prune(ctx)
 	if s.cfg.Reminders != nil {
 		n, err := s.cfg.Reminders.Sweep(ctx, s.now())
 		total.Reminders += n
@@ -229,6 +237,24 @@ func (s *Scheduler) Step(ctx context.Context) (total Stats, err error) {
 		}
 	}
 	return total, nil
+}
+
+// prune deletes ticks older than the retention, at most every 10 minutes. A failure is
+// logged and retried next time: old rows are no reason to stop firing.
+func (s *Scheduler) prune(ctx context.Context) {
+	now := s.now()
+	s.mu.Lock()
+	due := now.Sub(s.lastPrune) >= 10*time.Minute
+	if due {
+		s.lastPrune = now
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	if _, err := s.st.PruneTicks(ctx, now.Add(-s.cfg.TickRetention), 10000); err != nil {
+		s.log.Warn("prune old ticks", "err", err)
+	}
 }
 
 func (s *Scheduler) spec(spec, tz string) (Spec, error) {
@@ -539,6 +565,10 @@ func (s *Scheduler) start(ctx context.Context, job Job) {
 			}
 		case err != nil:
 			s.log.Error("end turn", "goal_id", job.Turn.GoalID, "agent_id", job.Turn.AgentID, "turn_id", job.Turn.ID, "err", err)
+		}
+		// The per-turn token died with the turn; drop its row.
+		if err := s.st.RevokeTurnTokens(endCtx, job.Turn.ID); err != nil {
+			s.log.Warn("revoke turn tokens", "turn_id", job.Turn.ID, "err", err)
 		}
 		s.log.Info("turn ended", "goal_id", job.Turn.GoalID, "agent_id", job.Turn.AgentID, "turn_id", job.Turn.ID,
 			"state", res.State, "outcome", res.Outcome)

@@ -186,3 +186,15 @@ func (s *Store) GoalTickStatus(ctx context.Context, goalID string, now time.Time
 	}
 	return st, nil
 }
+
+// PruneTicks deletes up to limit tick rows fired before `before`, oldest first, and returns
+// how many it deleted. Digests read ticks of their window only, so a retention longer than
+// the longest report window loses nothing they show.
+func (s *Store) PruneTicks(ctx context.Context, before time.Time, limit int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM tick WHERE id IN (
+		SELECT id FROM tick WHERE fire_at < $1 ORDER BY fire_at LIMIT $2)`, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune ticks: %w", mapErr(err))
+	}
+	return tag.RowsAffected(), nil
+}
