@@ -14,12 +14,18 @@
 //   - Fire times are wall-clock times in the schedule's IANA zone (robfig/cron parses the
 //     spec). A time in a daylight-saving gap fires once when the gap ends; a repeated time
 //     fires once, at its first occurrence.
-//   - A heartbeat asks should-run. run opens a turn (with a lease) and wakes the agent through
-//     its runner after the transaction commits; skip records the reason. While a turn is live
-//     the answer is busy: the tick is skipped, never queued. For exec and webhook runners the
-//     next fire is the first cron time at or after now + the scheduler_hint interval;
-//     stop_until_explicit_resume holds the heartbeat until the goal is resumed. Poll runners'
-//     hosts apply the hint themselves, so their schedule keeps its cron cadence.
+//   - A heartbeat asks should-run. For exec and webhook agents, run opens a turn (with a
+//     lease) and wakes the agent through its runner after the transaction commits, and the
+//     turn instance id is derived from (schedule, fire time), so a retried batch replays the
+//     same answer and turn; skip records the reason. While a turn is live the answer is busy:
+//     the tick is skipped, never queued. The next fire is the first cron time at or after
+//     now + the scheduler_hint interval; stop_until_explicit_resume holds the heartbeat until
+//     the goal is resumed (or its budget or schedule changes). Poll agents' hosts ask
+//     should-run themselves and own the hint progression: their ticks record a read-only
+//     answer (quota.Decide over the snapshot) and keep the cron cadence.
+//   - A new todo, an inbox message or an answered gate re-arms the goal's heartbeats (a
+//     trigger), so work arriving during a long backoff is picked up at the next cron time.
+//   - Tick rows are kept for TickRetention (35 days), longer than any report window.
 //   - Each goal's schedules are delayed by a deterministic jitter in [0, MaxJitter), the same
 //     on every replica, so goals sharing a spec do not burst.
 //   - Report digests: one per (goal, window end), whatever the replicas and restarts.
