@@ -18,7 +18,7 @@ import (
 var files embed.FS
 
 // Languages lists the supported languages; the first is the fallback.
-var Languages = []string{"en", "zh"}
+func Languages() []string { return []string{"en", "zh"} }
 
 // MaxCardBytes is Lark's limit for an interactive message body.
 const MaxCardBytes = 30 * 1024
@@ -56,7 +56,7 @@ type Set struct {
 func New() (*Set, error) {
 	s := &Set{byLang: map[string]*template.Template{}}
 	var first []string
-	for _, lang := range Languages {
+	for _, lang := range Languages() {
 		t := template.New(lang).Funcs(funcs()).Option("missingkey=error")
 		entries, err := fs.ReadDir(files, lang)
 		if err != nil {
@@ -81,7 +81,7 @@ func New() (*Set, error) {
 		if first == nil {
 			first = names
 		} else if !slices.Equal(first, names) {
-			return nil, fmt.Errorf("templates for %q differ from %q: %v vs %v", lang, Languages[0], names, first)
+			return nil, fmt.Errorf("templates for %q differ from %q: %v vs %v", lang, Languages()[0], names, first)
 		}
 		s.byLang[lang] = t
 	}
@@ -100,10 +100,10 @@ func (s *Set) Has(name, kind string) bool {
 
 // Lang returns lang when it is supported and the fallback language otherwise.
 func Lang(lang string) string {
-	if slices.Contains(Languages, lang) {
+	if slices.Contains(Languages(), lang) {
 		return lang
 	}
-	return Languages[0]
+	return Languages()[0]
 }
 
 // Text renders the plain-text template name in lang.

@@ -38,7 +38,7 @@ func TestGolden(t *testing.T) {
 				continue
 			}
 			covered[name+"."+kind] = true
-			for _, lang := range templates.Languages {
+			for _, lang := range templates.Languages() {
 				var got string
 				if kind == "card" {
 					got, err = set.Card(lang, name, data)
