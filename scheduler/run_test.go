@@ -118,3 +118,45 @@ func TestOldTicksArePruned(t *testing.T) {
 	require.False(t, oldest.Before(t0.Add(20*time.Minute)), "ticks before the last prune's cut-off are gone: oldest %s", oldest)
 	require.Less(t, n, 5*31)
 }
+
+// DST through the loop: a daily 02:30 America/New_York heartbeat fires once on the spring-
+// forward day (at 03:00 EDT, when the gap ends), and a daily 01:30 fires once on the fall-back
+// day although 01:30 happens twice; the Shanghai and UTC goals keep their plain cadence.
+func TestLoopAcrossDST(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := storetest.NewDatabase(t)
+	for _, day := range []struct {
+		name       string
+		start      time.Time
+		spec, tz   string
+		wantFireAt []time.Time
+	}{
+		{"spring", time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC), "30 2 * * *", "America/New_York",
+			[]time.Time{time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC), time.Date(2026, 3, 9, 6, 30, 0, 0, time.UTC)}},
+		{"fall", time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC), "30 1 * * *", "America/New_York",
+			[]time.Time{time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC)}},
+		{"shanghai", time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC), "0 9 * * *", "Asia/Shanghai",
+			[]time.Time{time.Date(2026, 3, 8, 1, 0, 0, 0, time.UTC), time.Date(2026, 3, 9, 1, 0, 0, 0, time.UTC)}},
+		{"utc", time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC), "0 9 * * *", "UTC",
+			[]time.Time{time.Date(2026, 3, 8, 9, 0, 0, 0, time.UTC), time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)}},
+	} {
+		c := newClock(day.start)
+		r := newReplica(t, url, day.name, c, &pollDecider{}, func(cfg *scheduler.Config) { cfg.MaxJitter = -1 })
+		prefix := "dst-" + day.name + "-"
+		seedGoals(t, r.pool, prefix, 1, day.spec, day.tz)
+		for c.Now().Before(day.start.Add(48 * time.Hour)) {
+			_, err := r.sched.Step(ctx)
+			require.NoError(t, err)
+			c.Add(10 * time.Minute)
+		}
+		list, err := r.st.TicksByGoal(ctx, store.TicksParams{GoalID: prefix + "000001"})
+		require.NoError(t, err)
+		var got []time.Time
+		for i := len(list) - 1; i >= 0; i-- {
+			require.NotEqual(t, store.TickMissed, list[i].Outcome)
+			got = append(got, list[i].FireAt.UTC())
+		}
+		require.Equal(t, day.wantFireAt, got, day.name)
+	}
+}
