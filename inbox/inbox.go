@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"loopx/store"
+	"loopx/templates"
 )
 
 // Defaults for Options.
@@ -30,6 +31,10 @@ type Options struct {
 	AckTimeout time.Duration // a drained, unacked item returns to pending after this
 	Now        func() time.Time
 	Logger     *slog.Logger
+	// Templates renders the notice to a sender whose steer expired; nil parses the embedded set.
+	Templates *templates.Set
+	// DefaultLang of that notice when neither the chat nor the goal sets one; "" = en.
+	DefaultLang string
 }
 
 func (o Options) withDefaults() Options {
@@ -45,6 +50,9 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.DefaultLang == "" {
+		o.DefaultLang = "en"
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -57,9 +65,17 @@ type Inbox struct {
 	opts Options
 }
 
-// New returns an Inbox over st.
-func New(st *store.Store, opts Options) *Inbox {
-	return &Inbox{st: st, opts: opts.withDefaults()}
+// New returns an Inbox over st. It fails only when the embedded templates do not parse.
+func New(st *store.Store, opts Options) (*Inbox, error) {
+	opts = opts.withDefaults()
+	if opts.Templates == nil {
+		tpl, err := templates.New()
+		if err != nil {
+			return nil, fmt.Errorf("new inbox: %w", err)
+		}
+		opts.Templates = tpl
+	}
+	return &Inbox{st: st, opts: opts}, nil
 }
 
 // Options returns the effective options (defaults filled in).
@@ -102,6 +118,9 @@ func (a Agent) actor() string { return "agent:" + a.GoalID + "/" + a.AgentID }
 func (ib *Inbox) Drain(ctx context.Context, a Agent, sessionID string, limit int) ([]store.InboxItem, error) {
 	var items []store.InboxItem
 	err := ib.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := ib.expireSteer(ctx, tx, a.GoalID, a.AgentID); err != nil {
+			return err
+		}
 		var err error
 		items, err = store.DrainInbox(ctx, tx, store.DrainParams{
 			GoalID: a.GoalID, AgentID: a.AgentID, SessionID: sessionID, Limit: limit,
@@ -229,10 +248,54 @@ func (ib *Inbox) Counts(ctx context.Context, a Agent) (store.InboxCounts, error)
 	return c, nil
 }
 
-// Requeue returns timed-out deliveries of every agent to pending and expires old items.
+// Requeue returns timed-out deliveries of every agent to pending, expires old items, and
+// expires steer items whose turn ended before they were read (telling their senders).
 func (ib *Inbox) Requeue(ctx context.Context) error {
-	if err := store.RequeueInbox(ctx, ib.st.Conn(ctx), ib.opts.Now()); err != nil {
+	err := ib.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := ib.expireSteer(ctx, tx, "", ""); err != nil {
+			return err
+		}
+		return store.RequeueInbox(ctx, tx, ib.opts.Now())
+	})
+	if err != nil {
 		return fmt.Errorf("requeue inbox: %w", err)
+	}
+	return nil
+}
+
+// expireSteer expires steer items whose turn ended unread and queues a reply to each sender
+// in the message's thread: a steer is never handed to a later turn, and never dropped
+// silently either.
+func (ib *Inbox) expireSteer(ctx context.Context, tx pgx.Tx, goalID, agentID string) error {
+	expired, err := store.ExpireStaleSteer(ctx, tx, goalID, agentID)
+	if err != nil {
+		return err
+	}
+	for _, it := range expired {
+		if it.SourceChat == "" {
+			continue
+		}
+		lang, err := store.ChatLang(ctx, tx, it.SourceChat)
+		if err != nil {
+			return err
+		}
+		if lang == "" {
+			lang = ib.opts.DefaultLang
+			if g, err := store.LookupGoal(ctx, tx, it.GoalID); err == nil && g.Lang != "" {
+				lang = g.Lang
+			}
+		}
+		text, err := ib.opts.Templates.Text(lang, "steer_expired", map[string]any{"GoalID": it.GoalID, "AgentID": it.AgentID})
+		if err != nil {
+			return err
+		}
+		if _, _, err := store.InsertOutbox(ctx, tx, store.OutboxInsert{
+			DedupeKey: fmt.Sprintf("inbox-steer-expired:%d", it.ID), Kind: "text", ReceiveID: it.SourceChat,
+			ReplyTo: it.SourceMessage, ReplyInThread: it.SourceThread != "", Content: text,
+			GoalID: it.GoalID, AgentID: it.AgentID, SessionID: it.SessionID,
+		}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -46,7 +46,9 @@ func setup(t *testing.T, opts inbox.Options) fixture {
 		require.NoError(t, err)
 	}
 	opts.Now = clk.Now
-	return fixture{st: st, ib: inbox.New(st, opts), clock: clk, agent: inbox.Agent{GoalID: "docs", AgentID: "codex"}}
+	ib, err := inbox.New(st, opts)
+	require.NoError(t, err)
+	return fixture{st: st, ib: ib, clock: clk, agent: inbox.Agent{GoalID: "docs", AgentID: "codex"}}
 }
 
 func (f fixture) enqueue(t *testing.T, mode, text, source string) store.InboxItem {
@@ -228,4 +230,45 @@ func TestReplyLandsInSourceThreadOnce(t *testing.T) {
 	rows, err = store.OutboxAfter(t.Context(), f.st.Pool(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
+}
+
+// A steer is for one live turn: when that turn ends before the agent read it, it expires and
+// the sender is told in the message's thread; it is never handed to a later turn.
+func TestSteerExpiresWithItsTurn(t *testing.T) {
+	t.Parallel()
+	f := setup(t, inbox.Options{})
+	ctx := t.Context()
+	meta := store.Meta{Actor: "admin", Surface: "system"}
+	turn, err := f.st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "docs", AgentID: "codex", InstanceID: "t1", Lease: time.Hour, Meta: meta})
+	require.NoError(t, err)
+	var steer store.InboxItem
+	err = f.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		steer, _, err = f.ib.Enqueue(ctx, tx, store.InboxInsert{
+			GoalID: "docs", AgentID: "codex", Mode: store.ModeSteer, Text: "stop", Sender: "ou_member",
+			SourceChat: "oc_chat", SourceMessage: "om_steer", SourceThread: "om_root", TurnID: turn.ID,
+		})
+		return err
+	})
+	require.NoError(t, err)
+	queued := f.enqueue(t, store.ModeQueue, "later", "om_q")
+	_, err = f.st.EndTurn(ctx, store.EndTurnParams{GoalID: "docs", AgentID: "codex", InstanceID: "t1", State: store.TurnOK, Meta: meta})
+	require.NoError(t, err)
+
+	got, err := f.ib.Drain(ctx, f.agent, "", 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{queued.ID}, itemIDs(got), "the stale steer is not handed to the next turn")
+	it, err := store.GetInboxItem(ctx, f.st.Pool(), steer.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.InboxExpired, it.State)
+	rows, err := store.OutboxAfter(ctx, f.st.Pool(), 0, 0)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, "om_steer", rows[0].ReplyTo)
+	require.True(t, rows[0].ReplyInThread)
+	require.Contains(t, rows[0].Content, "/queue #docs/codex")
+
+	require.NoError(t, f.ib.Requeue(ctx))
+	rows, err = store.OutboxAfter(ctx, f.st.Pool(), 0, 0)
+	require.NoError(t, err)
+	require.Len(t, rows, 1, "told once")
 }

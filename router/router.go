@@ -114,7 +114,17 @@ func New(st *store.Store, opts Options) (*Chat, error) {
 			admins[a] = true
 		}
 	}
-	return &Chat{st: st, ib: inbox.New(st, opts.Inbox), tpl: tpl, opts: opts, admins: admins, log: opts.Logger}, nil
+	if opts.Inbox.Templates == nil {
+		opts.Inbox.Templates = tpl
+	}
+	if opts.Inbox.DefaultLang == "" {
+		opts.Inbox.DefaultLang = opts.DefaultLang
+	}
+	ib, err := inbox.New(st, opts.Inbox)
+	if err != nil {
+		return nil, fmt.Errorf("new chat router: %w", err)
+	}
+	return &Chat{st: st, ib: ib, tpl: tpl, opts: opts, admins: admins, log: opts.Logger}, nil
 }
 
 // Inbox returns the inbox the router enqueues into (same options), for the API to share.

@@ -351,3 +351,20 @@ func CountInbox(ctx context.Context, db DB, goalID, agentID string, now time.Tim
 	}
 	return c, nil
 }
+
+// ExpireStaleSteer expires steer items never handed out whose turn is no longer live: a steer
+// is for one live turn and is never handed to a later one. (A steer the turn did take and did
+// not ack is redelivered like any item: a crash must not lose it.) goalID "" covers every
+// agent. It returns the expired items so the caller can tell their senders.
+func ExpireStaleSteer(ctx context.Context, db DB, goalID, agentID string) ([]InboxItem, error) {
+	rows, err := db.Query(ctx, `
+		UPDATE inbox_item i SET state = 'expired', redeliver_at = NULL
+		WHERE ($1 = '' OR (i.goal_id = $1 AND i.agent_id = $2))
+		  AND i.mode = 'steer' AND i.state = 'pending' AND i.deliveries = 0 AND i.turn_id IS NOT NULL
+		  AND NOT EXISTS (SELECT 1 FROM turn t WHERE t.id = i.turn_id AND t.state = 'live')
+		RETURNING `+inboxColumns, goalID, agentID)
+	if err != nil {
+		return nil, fmt.Errorf("expire stale steer items: %w", mapErr(err))
+	}
+	return collectInbox(rows, "expire stale steer items")
+}

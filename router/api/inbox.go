@@ -53,7 +53,11 @@ func (s *Server) inboxCounts(ctx context.Context, r *request) (int, any, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	c, err := s.inbox().Counts(ctx, a)
+	ib, err := s.inbox()
+	if err != nil {
+		return 0, nil, err
+	}
+	c, err := ib.Counts(ctx, a)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -72,9 +76,13 @@ func (s *Server) inboxDrain(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	ib, err := s.inbox()
+	if err != nil {
+		return 0, nil, err
+	}
 	var out InboxItems
 	err = s.replayable(ctx, r, "inbox.drain", []any{a, b}, &out, func(ctx context.Context) error {
-		items, err := s.inbox().Drain(ctx, a, b.SessionID, b.Limit)
+		items, err := ib.Drain(ctx, a, b.SessionID, b.Limit)
 		out = InboxItems{Items: nonNilItems(items)}
 		return err
 	})
@@ -99,9 +107,13 @@ func (s *Server) inboxAck(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	ib, err := s.inbox()
+	if err != nil {
+		return 0, nil, err
+	}
 	var out InboxItems
 	err = s.replayable(ctx, r, "inbox.ack", []any{a, b}, &out, func(ctx context.Context) error {
-		items, err := s.inbox().Ack(ctx, a, b.ItemIDs)
+		items, err := ib.Ack(ctx, a, b.ItemIDs)
 		out = InboxItems{Items: nonNilItems(items)}
 		return err
 	})
@@ -120,9 +132,13 @@ func (s *Server) inboxReply(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	ib, err := s.inbox()
+	if err != nil {
+		return 0, nil, err
+	}
 	var out inbox.ReplyResult
 	err = s.replayable(ctx, r, "inbox.reply", []any{a, b}, &out, func(ctx context.Context) error {
-		res, err := s.inbox().Reply(ctx, a, inbox.ReplyParams{ItemID: b.ItemID, Key: b.Key, Text: b.Text})
+		res, err := ib.Reply(ctx, a, inbox.ReplyParams{ItemID: b.ItemID, Key: b.Key, Text: b.Text})
 		out = res
 		return err
 	})
@@ -162,11 +178,11 @@ func (s *Server) replayable(ctx context.Context, r *request, op string, req any,
 	})
 }
 
-func (s *Server) inbox() *inbox.Inbox {
+func (s *Server) inbox() (*inbox.Inbox, error) {
 	if s.ib != nil {
-		return s.ib
+		return s.ib, nil
 	}
-	return inbox.New(s.st, inbox.Options{Now: s.now})
+	return inbox.New(s.st, inbox.Options{Now: s.now, Templates: s.tpl})
 }
 
 func nonNilItems(items []store.InboxItem) []store.InboxItem {
