@@ -10,6 +10,9 @@
 //   - Drain hands out pending items steer first, then oldest first, and marks them delivered.
 //     An item not acked within Options.AckTimeout returns to pending (at the next drain, count
 //     or Requeue), so an agent that crashes mid-turn loses nothing.
+//   - A steer is for one live turn: if that turn ends before the agent takes the item, it
+//     expires and its sender is told (in the message's thread) how to queue instead. A steer
+//     the turn did take but not ack is redelivered like any item.
 //   - Reply answers in the original conversation (same chat, in the thread of the source
 //     message) through one outbox row per (item, reply key): the same reply twice is one row;
 //     another text under a used key is store.ErrConflict.
