@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -142,3 +143,27 @@ func TestGateCardGoesToOwnersWhenUnbound(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// should-run counts an item drained but not acked in time as pending again, so an agent that
+// crashed mid-turn is woken for it.
+func TestShouldRunSeesTimedOutDeliveries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *router.Options) { o.Inbox.AckTimeout = 10 * time.Minute })
+	ctx := t.Context()
+	e.say(member, "#docs are you there?")
+	svc := quota.NewService(e.st, quota.Options{Now: e.clk.Now})
+	d, err := svc.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "docs", AgentID: "codex"})
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Inbox.Pending)
+
+	_, err = e.chat.Inbox().Drain(ctx, inboxAgent("docs", "codex"), "", 10)
+	require.NoError(t, err)
+	d, err = svc.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "docs", AgentID: "codex"})
+	require.NoError(t, err)
+	require.Equal(t, 0, d.Inbox.Pending, "taken, not yet due again")
+
+	e.clk.Add(11 * time.Minute)
+	d, err = svc.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "docs", AgentID: "codex"})
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Inbox.Pending, "not acked in time: pending again")
+}

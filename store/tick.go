@@ -93,9 +93,9 @@ SELECT
 	   WHERE gt.goal_id = $1 AND gt.status = 'open' AND t.status = 'blocked' AND t.role = 'agent'
 	     AND (t.claimed_by IS NULL OR t.claimed_by = $2 OR t.lease_expires_at <= $3::timestamptz)),
 	(SELECT count(*)::int FROM inbox_item
-	   WHERE goal_id = $1 AND agent_id = $2 AND state = 'pending' AND (expires_at IS NULL OR expires_at > $3::timestamptz)),
+	   WHERE goal_id = $1 AND agent_id = $2 AND (state = 'pending' OR (state = 'delivered' AND redeliver_at <= $3::timestamptz)) AND (expires_at IS NULL OR expires_at > $3::timestamptz)),
 	(SELECT count(*)::int FROM inbox_item
-	   WHERE goal_id = $1 AND agent_id = $2 AND state = 'pending' AND mode = 'steer' AND (expires_at IS NULL OR expires_at > $3::timestamptz)),
+	   WHERE goal_id = $1 AND agent_id = $2 AND (state = 'pending' OR (state = 'delivered' AND redeliver_at <= $3::timestamptz)) AND mode = 'steer' AND (expires_at IS NULL OR expires_at > $3::timestamptz)),
 	(SELECT coalesce(array_agg(progress ORDER BY id DESC), '{}')
 	   FROM (SELECT turn.id, turn.progress FROM turn, stall_mark
 	         WHERE goal_id = $1 AND agent_id = $2 AND state <> 'live' AND started_at > stall_mark.at
