@@ -96,8 +96,11 @@ func nullTime(t time.Time) *time.Time {
 func (s *Store) ArmSchedules(ctx context.Context, limit int, plan func([]Schedule) []SchedulePlan) (int, error) {
 	n := 0
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+scheduleCols+` FROM `+scheduleFrom+`
-			WHERE s.rearm AND s.enabled ORDER BY s.id LIMIT $1 FOR UPDATE OF s SKIP LOCKED`, limit)
+		// Lock the schedule rows alone (in index order, stopping at limit), then join.
+		rows, err := tx.Query(ctx, `WITH picked AS (
+				SELECT id FROM schedule WHERE rearm AND enabled ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+			SELECT `+scheduleCols+` FROM picked JOIN `+scheduleFrom+` ON true
+			WHERE s.id = picked.id ORDER BY s.id`, limit)
 		if err != nil {
 			return fmt.Errorf("select schedules to arm: %w", mapErr(err))
 		}
@@ -137,9 +140,13 @@ func (s *Store) ProcessDueSchedules(ctx context.Context, now time.Time, limit in
 	fn func(tx pgx.Tx, due []Schedule) error) (int, error) {
 	n := 0
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+scheduleCols+` FROM `+scheduleFrom+`
-			WHERE s.enabled AND NOT s.held AND NOT s.rearm AND s.next_run_at <= $1
-			ORDER BY s.next_run_at, s.id LIMIT $2 FOR UPDATE OF s SKIP LOCKED`, now, limit)
+		// Lock the due rows alone, walking schedule_due in next_run_at order and stopping at
+		// limit (a sort of every due row would make a backlog slower to drain), then join.
+		rows, err := tx.Query(ctx, `WITH picked AS (
+				SELECT id FROM schedule WHERE enabled AND NOT held AND NOT rearm AND next_run_at <= $1
+				ORDER BY next_run_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+			SELECT `+scheduleCols+` FROM picked JOIN `+scheduleFrom+` ON true
+			WHERE s.id = picked.id ORDER BY s.next_run_at, s.id`, now, limit)
 		if err != nil {
 			return fmt.Errorf("claim due schedules: %w", mapErr(err))
 		}
