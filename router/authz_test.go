@@ -40,7 +40,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	cases := []cas{
 		{"help", anyone, func(*env) string { return "/help" }, answered("/approve <gate>")},
 		{"goals", anyone, func(*env) string { return "/goals" }, answered("")},
-		{"status", members, func(*env) string { return "/status" }, answered("Status: active")},
+		{"status", members, func(*env) string { return "/status" }, answered("turns used in the last 24 h")},
 		{"gates", members, func(*env) string { return "/gates #docs" }, answered("no open gates")},
 		{"report", members, func(*env) string { return "/report" }, answered("Reports are not configured")},
 		{"message", members, func(*env) string { return "#docs/claude hello" }, func(e *env, _ string) bool {

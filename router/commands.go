@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"loopx/store"
 )
@@ -100,8 +101,13 @@ func (t *turn) status(ctx context.Context, tg *target) error {
 	if err != nil {
 		return err
 	}
+	spent, err := store.SpentSlots(ctx, t.tx, tg.goal.ID, time.Duration(tg.goal.WindowHours)*time.Hour, now)
+	if err != nil {
+		return err
+	}
 	return t.reply(ctx, "status", map[string]any{
-		"GoalID": tg.goal.ID, "Title": tg.goal.Title, "Status": tg.goal.Status,
+		"SpentSlots": spent,
+		"GoalID":     tg.goal.ID, "Title": tg.goal.Title, "Status": tg.goal.Status,
 		"AllowedSlots": tg.goal.AllowedSlots, "WindowHours": tg.goal.WindowHours,
 		"Owners": tg.goal.Owners, "OpenGates": len(gates), "Agents": rows,
 	}, tg)
