@@ -183,6 +183,7 @@ func (s *Sender) Run(ctx context.Context) error {
 
 	sem := make(chan struct{}, s.opt.Concurrency)
 	var inflight sync.WaitGroup
+	var rechecks []time.Time
 	for ctx.Err() == nil {
 		free := s.opt.Concurrency - len(sem)
 		var claims []OutboxMessage
@@ -203,7 +204,7 @@ func (s *Sender) Run(ctx context.Context) error {
 		if len(claims) > 0 && len(claims) == free {
 			continue // there may be more due right now
 		}
-		s.sleep(ctx, free)
+		rechecks = s.sleep(ctx, free, rechecks)
 	}
 
 	done := make(chan struct{})
@@ -223,9 +224,22 @@ func (s *Sender) Run(ctx context.Context) error {
 	return nil
 }
 
-// sleep waits for a notification, a slot freeing up, the next due row, or the fallback poll.
-func (s *Sender) sleep(ctx context.Context, free int) {
+// recheckSoon and recheckLater are the extra looks after every wake-up. The outbox notification is coalesced
+// (one of the concurrent writers notifies, see migration 00021), so a row that committed just
+// after the notifying transaction is found by a recheck instead of the slow poll.
+const recheckSoon, recheckLater = 40 * time.Millisecond, 150 * time.Millisecond
+
+// sleep waits for a wake-up, a pending recheck, the next due row, or the fallback poll, and
+// returns the rechecks still ahead.
+func (s *Sender) sleep(ctx context.Context, free int, rechecks []time.Time) []time.Time {
+	now := s.now()
+	for len(rechecks) > 0 && !rechecks[0].After(now) {
+		rechecks = rechecks[1:]
+	}
 	wait := s.opt.Poll
+	if len(rechecks) > 0 {
+		wait = min(wait, rechecks[0].Sub(now))
+	}
 	if free > 0 {
 		if d, ok, err := s.ob.NextDue(ctx); err == nil && ok {
 			wait = min(wait, max(d, 5*time.Millisecond))
@@ -236,8 +250,11 @@ func (s *Sender) sleep(ctx context.Context, free int) {
 	select {
 	case <-ctx.Done():
 	case <-s.wake:
+		now = s.now()
+		rechecks = append(rechecks[:0], now.Add(recheckSoon), now.Add(recheckLater))
 	case <-t.C:
 	}
+	return rechecks
 }
 
 func (s *Sender) listen(ctx context.Context) {

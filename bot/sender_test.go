@@ -87,39 +87,51 @@ func TestBurst500WithRateLimitStormAndRevocation(t *testing.T) {
 func TestCommittedReplyIsSentWithin100ms(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
-	e.startSender("s1", bot.DefaultRateLimits)
+	// A 10 s fallback poll: only the outbox notification can make these sends quick.
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), storeOutbox{e.st}, storeLimiter{e.st, bot.DefaultRateLimits},
+		bot.SenderOptions{Owner: "lat", Logger: quietLogger(), Poll: 10 * time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 	// Warm up the token and connections.
 	e.insertOutbox("text", e.sb.DefaultChatID(), "warm", "warm-1")
 	e.waitAllSent(1, 5*time.Second)
-	var worst time.Duration
-	for i := range 5 {
+	var lat []time.Duration
+	for i := range 7 {
 		chat := fmt.Sprintf("oc_lat_%d", i)
 		require.NoError(t, e.sb.AddChat(chat, sandbox.ChatGroup, chat))
+		time.Sleep(300 * time.Millisecond) // let the rechecks after the last wake-up lapse
 		start := time.Now()
 		e.insertOutbox("text", chat, "ping", fmt.Sprintf("lat-%d", i))
 		require.Eventually(t, func() bool { return len(e.sb.Chat(chat).BotMessages()) == 1 }, 3*time.Second, time.Millisecond)
-		worst = max(worst, time.Since(start))
+		lat = append(lat, time.Since(start))
 	}
-	t.Logf("worst commit-to-Lark latency: %s", worst)
-	require.Less(t, worst, 250*time.Millisecond, "notification wake-up, not the 500 ms fallback poll")
+	slices.Sort(lat)
+	t.Logf("commit-to-Lark latency: median %s, worst %s", lat[len(lat)/2], lat[len(lat)-1])
+	// The median keeps the assertion about the mechanism, not about a loaded CI machine.
+	require.Less(t, lat[len(lat)/2], 100*time.Millisecond)
+	require.Less(t, lat[len(lat)-1], time.Second, "never the fallback poll")
 }
 
 func TestPermanentFailuresAreMarkedWithTheirCode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
 	ctx := t.Context()
+	// A missing scope first, alone, so the injected answer meets this send.
+	require.NoError(t, e.sb.AddChat("oc_scope", sandbox.ChatGroup, "scope"))
+	e.sb.FailNext(sandbox.RouteCreate, 1, sandbox.Fail{Code: 99991672, Msg: "Access denied. One of the following scopes is required: [im:message:send_as_bot]"})
+	e.insertOutbox("text", "oc_scope", "needs scope", "f-5")
+	e.startSender("s1", bot.DefaultRateLimits)
+	require.Eventually(t, func() bool { return e.count(`SELECT count(*) FROM outbox WHERE state = 'failed'`) == 1 }, 10*time.Second, 20*time.Millisecond)
+
 	require.NoError(t, e.sb.AddChat("oc_gone", sandbox.ChatGroup, "gone"))
 	e.sb.RemoveBot("oc_gone")
 	e.insertOutbox("text", "oc_gone", "hello?", "f-1")
 	e.insertOutbox("card", "oc_big", `{"schema":"2.0","body":{"elements":[{"tag":"markdown","content":"`+strings.Repeat("x", 31*1024)+`"}]}}`, "f-2")
 	e.insertOutbox("text", "oc_big2", strings.Repeat("y", 151*1024), "f-3")
 	e.insertOutbox("card", "oc_bad", `{not json`, "f-4")
-	require.NoError(t, e.sb.AddChat("oc_scope", sandbox.ChatGroup, "scope"))
-	e.sb.FailNext(sandbox.RouteCreate, 1, sandbox.Fail{Code: 99991672, Msg: "Access denied. One of the following scopes is required: [im:message:send_as_bot]"})
-	// Order of creates is not fixed across chats, so the scope failure goes to whichever
-	// create comes first; only oc_scope and oc_gone reach Lark.
-	e.insertOutbox("text", "oc_scope", "needs scope", "f-5")
-	e.startSender("s1", bot.DefaultRateLimits)
 
 	require.Eventually(t, func() bool { return e.count(`SELECT count(*) FROM outbox WHERE state = 'failed'`) == 5 }, 10*time.Second, 20*time.Millisecond)
 	var reasons []string
@@ -137,9 +149,9 @@ func TestPermanentFailuresAreMarkedWithTheirCode(t *testing.T) {
 	require.Contains(t, reasons[1], "30 KB")
 	require.Contains(t, reasons[2], "150 KB")
 	require.Contains(t, reasons[3], "not valid JSON")
-	got := []int{codes["f-1"], codes["f-5"]}
-	slices.Sort(got)
-	require.Equal(t, []int{230002, 99991672}, got)
+	require.Equal(t, 230002, codes["f-1"])
+	require.Equal(t, 99991672, codes["f-5"])
+	require.Contains(t, reasons[4], "im:message:send_as_bot", "the scope Lark names is kept")
 
 	fails, err := e.st.OutboxFailures(ctx, "oc_big", 10)
 	require.NoError(t, err)
