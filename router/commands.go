@@ -106,8 +106,7 @@ func (t *turn) status(ctx context.Context, tg *target) error {
 		return err
 	}
 	return t.reply(ctx, "status", map[string]any{
-		"SpentSlots": spent,
-		"GoalID":     tg.goal.ID, "Title": tg.goal.Title, "Status": tg.goal.Status,
+		"GoalID": tg.goal.ID, "Title": tg.goal.Title, "Status": tg.goal.Status, "SpentSlots": spent,
 		"AllowedSlots": tg.goal.AllowedSlots, "WindowHours": tg.goal.WindowHours,
 		"Owners": tg.goal.Owners, "OpenGates": len(gates), "Agents": rows,
 	}, tg)
