@@ -278,6 +278,7 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 		return err
 	})
 	if err != nil {
+		c.log.WarnContext(ctx, "card action not handled; nothing committed", "event_id", a.EventID, "err", err)
 		return CardResult{}, fmt.Errorf("handle card action: %w", err)
 	}
 	return res, nil

@@ -169,6 +169,8 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 		return t.handle(ctx)
 	})
 	if err != nil {
+		c.log.WarnContext(ctx, "chat message not handled; nothing committed, Lark will redeliver",
+			"event_id", m.EventID, "message_id", m.MessageID, "chat_id", m.ChatID, "err", err)
 		return fmt.Errorf("handle message %s: %w", m.MessageID, err)
 	}
 	return nil
@@ -354,6 +356,7 @@ func (t *turn) refuse(ctx context.Context, action, command string, n need, tg *t
 	}); err != nil {
 		return err
 	}
+	t.c.log.InfoContext(ctx, "chat refused", "actor", t.m.SenderID, "action", action, "goal_id", tg.goal.ID, "needs", needWord)
 	return t.reply(ctx, "refused", map[string]any{
 		"GoalID": tg.goal.ID, "Command": command, "Need": needWord, "Owners": tg.goal.Owners,
 	}, nil)
