@@ -28,3 +28,7 @@ go run ./bench/shouldrun -loopx bin/loopx -n "${BENCH_N:-1000}" -out bench/resul
 
 echo "== scheduler: tick lateness and database time per tick at 1k/10k/100k goals" >&2
 go run ./bench/scheduler -sizes "${BENCH_SCHED_SIZES:-1000,10000,100000}" -out bench/results/scheduler.json
+
+echo "== bot: signed, encrypted HTTP-callback ingest vs pgbench INSERT commits at 1/8/32 senders; steady 200 events/s" >&2
+LOOPX_BENCH=1 LOOPX_BENCH_OUT="$PWD/bench/results/bot-ingest.txt" go test -count=1 -run '^TestIngestBenchmark$' -timeout 600s ./bot/ >&2
+cat bench/results/bot-ingest.txt >&2
