@@ -77,7 +77,9 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 			fmt.Sprintf("e2e-burst-%02d", i), chat, fmt.Sprintf("burst %02d", i))
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) >= 3 },
+	require.Eventually(t, func() bool {
+		return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) >= 3
+	},
 		20*time.Second, 10*time.Millisecond)
 	// Slow Lark down so that a send is in flight when the signal arrives.
 	sb.FailNext(sandbox.RouteCreate, 3, sandbox.Fail{Delay: 1500 * time.Millisecond})
@@ -86,7 +88,9 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 	a.stop(t) // SIGTERM; fails the test if the process is not gone within the 5 s grace
 	t.Logf("replica a stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
 
-	require.Eventually(t, func() bool { return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) == n },
+	require.Eventually(t, func() bool {
+		return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) == n
+	},
 		30*time.Second, 20*time.Millisecond, "replica b delivered the rest")
 	var burst []string
 	for _, m := range sb.Chat(chat).BotMessages() {
