@@ -36,7 +36,7 @@ var seed = []string{
 	`INSERT INTO goal (id, title, owners, allowed_slots)
 	 SELECT 'bench-' || lpad(i::text, 5, '0'), 'goal ' || i, '{ou_bench}', 24 FROM generate_series(0, 9998) i`,
 	`INSERT INTO goal (id, title, owners, allowed_slots, stall_turns) VALUES ('measured', 'measured goal', '{ou_bench}', 1000000, 0)`,
-	`INSERT INTO agent (goal_id, id, is_default) SELECT id, 'a', true FROM goal`,
+	`INSERT INTO agent (goal_id, id, is_default) SELECT id, 'a', true FROM goal WHERE id = 'measured' OR id LIKE 'bench-%'`,
 	`INSERT INTO todo (goal_id, text, priority, status)
 	 SELECT 'bench-' || lpad((i % 9999)::text, 5, '0'), 'todo ' || i, i % 5, CASE WHEN i % 3 = 0 THEN 'done' ELSE 'open' END
 	 FROM generate_series(0, 49999) i`,
@@ -74,6 +74,18 @@ type result struct {
 	TargetP50Ratio float64 `json:"target_p50_ratio"`
 	Met            bool    `json:"target_met"`
 	Decision       string  `json:"last_decision"`
+	// The machine's 1-minute load average before and after: the figures above are only as
+	// quiet as the machine was.
+	LoadBefore string `json:"loadavg_before"`
+	LoadAfter  string `json:"loadavg_after"`
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func main() {
@@ -184,6 +196,7 @@ func run() error {
 		last = o.Bytes()
 		return d, nil
 	}
+	loadBefore := loadavg()
 	var lx, ps []time.Duration
 	for i := 0; i < *warmup+*n; i++ {
 		// Alternate which goes first, so neither always follows the other.
@@ -224,6 +237,7 @@ func run() error {
 		Command:  "loopx " + strings.Join(loopxArgs, " "),
 		Baseline: "psql <same server> -X -q -c 'select 1'", Interleaved: true, Warmup: *warmup,
 		LoopxShouldRun: summarize(lx), PsqlSelect1: summarize(ps), TargetP50Ratio: 2.0, Decision: dec.State,
+		LoadBefore: loadBefore, LoadAfter: loadavg(),
 	}
 	r.P50Ratio = round(r.LoopxShouldRun.P50Ms / r.PsqlSelect1.P50Ms)
 	r.P99Ratio = round(r.LoopxShouldRun.P99Ms / r.PsqlSelect1.P99Ms)
