@@ -118,3 +118,11 @@ func TestConfigNamesTheBadVariable(t *testing.T) {
 	require.False(t, cfg.Sandbox)
 	require.Equal(t, "REDACTED", secret("s3cret").String())
 }
+
+func TestWithPoolSize(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "postgres://u@h:5432/db?pool_max_conns=20&sslmode=disable",
+		withPoolSize("postgres://u@h:5432/db?sslmode=disable", 20))
+	require.Equal(t, "postgres://u@h/db?pool_max_conns=5", withPoolSize("postgres://u@h/db?pool_max_conns=5", 20))
+	require.Equal(t, "host=h dbname=db", withPoolSize("host=h dbname=db", 20))
+}

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -103,7 +105,7 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *
 		return err
 	}
 	defer stopDB()
-	pool, err := store.Open(ctx, dbURL)
+	pool, err := store.Open(ctx, withPoolSize(dbURL, defaultPoolSize))
 	if err != nil {
 		return fmt.Errorf("connect to database: %w", err)
 	}
@@ -244,6 +246,27 @@ func readyz(pool *pgxpool.Pool) http.HandlerFunc {
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(a)
 	}
+}
+
+// defaultPoolSize is the connection pool of `loopx serve` unless DATABASE_URL sets
+// pool_max_conns. pgx's own default (4 on a 2-core machine) is too small once the bot's
+// LISTEN connection, the sender, the scheduler and concurrent API requests share it.
+const defaultPoolSize = 20
+
+// withPoolSize adds pool_max_conns to a URL-form database URL that has none. Key/value
+// connection strings are left as they are.
+func withPoolSize(dbURL string, n int) string {
+	u, err := url.Parse(dbURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return dbURL
+	}
+	q := u.Query()
+	if q.Has("pool_max_conns") {
+		return dbURL
+	}
+	q.Set("pool_max_conns", strconv.Itoa(n))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // openDatabase returns the database URL: DATABASE_URL, or a private cluster under
