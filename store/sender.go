@@ -380,3 +380,26 @@ func truncate(s string, n int) string {
 	// Cutting may split a UTF-8 sequence; PostgreSQL rejects invalid text, so drop the tail.
 	return strings.ToValidUTF8(s[:n], "")
 }
+
+// OutboxFailureCounts counts failed outbox rows by Lark code (0: refused before sending, e.g.
+// too large), for the metrics gauge and `loopx doctor`.
+func (s *Store) OutboxFailureCounts(ctx context.Context) (map[int]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT last_code, count(*) FROM outbox WHERE state = 'failed' GROUP BY last_code`)
+	if err != nil {
+		return nil, fmt.Errorf("count outbox failures: %w", mapErr(err))
+	}
+	defer rows.Close()
+	out := map[int]int64{}
+	for rows.Next() {
+		var code int
+		var n int64
+		if err := rows.Scan(&code, &n); err != nil {
+			return nil, fmt.Errorf("read outbox failure count: %w", mapErr(err))
+		}
+		out[code] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox failure counts: %w", mapErr(err))
+	}
+	return out, nil
+}

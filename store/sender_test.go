@@ -161,6 +161,10 @@ func TestMarkOutboxFailedIsVisible(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 
+	counts, err := s.OutboxFailureCounts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[int]int64{230002: 1}, counts)
+
 	st, err := s.OutboxStats(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, st.Failed)

@@ -86,7 +86,7 @@ type check struct {
 func doctorHooks() []func(ctx context.Context, getenv func(string) string) check {
 	return []func(ctx context.Context, getenv func(string) string) check{
 		larkSettingsCheck,
-		larkAppCheck, larkLinkCheck,
+		larkAppCheck, larkLinkCheck, larkOutboxCheck,
 	}
 }
 

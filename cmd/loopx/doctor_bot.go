@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,5 +76,58 @@ func larkLinkCheck(ctx context.Context, getenv func(string) string) check {
 	}
 	c.OK = resp.StatusCode == http.StatusOK
 	c.Detail = fmt.Sprintf("%s (transport %s, sandbox %t)", a.Status, a.Transport, a.Sandbox)
+	return c
+}
+
+// failedRowsRE matches the failed-outbox gauge lines of /metrics.
+var failedRowsRE = regexp.MustCompile(`(?m)^loopx_outbox_failed_rows\{code="(-?\d+)"\} ([0-9.e+]+)$`)
+
+// failureAdvice says what to do about a Lark code the sender gave up on.
+func failureAdvice(code string) string {
+	switch code {
+	case "230002":
+		return "bot not in the chat: add the bot to the group"
+	case "99991672":
+		return "scope missing: enable the scope Lark names (see docs/lark-setup.md) and publish a version"
+	case "230001":
+		return "Lark refused the message as invalid: report it with the outbox id"
+	case "0":
+		return "refused before sending (too large or malformed)"
+	}
+	return "see the outbox rows' last_error"
+}
+
+// larkOutboxCheck reports messages the sender gave up on (from the server's /metrics, which
+// reads them from the database), with Lark's code and what to do.
+func larkOutboxCheck(ctx context.Context, getenv func(string) string) check {
+	c := check{Name: "lark sends"}
+	base := strings.TrimRight(cmp.Or(getenv("LOOPX_URL"), "http://"+DefaultListen), "/")
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.Detail = "reach " + base + "/metrics: " + err.Error()
+		return c
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	var parts []string
+	for _, m := range failedRowsRE.FindAllStringSubmatch(string(b), -1) {
+		n, _ := strconv.ParseFloat(m[2], 64)
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d failed with code %s (%s)", int64(n), m[1], failureAdvice(m[1])))
+		}
+	}
+	if len(parts) == 0 {
+		c.OK, c.Detail = true, "no message failed"
+		return c
+	}
+	sort.Strings(parts)
+	c.Detail = strings.Join(parts, "; ")
 	return c
 }

@@ -49,4 +49,12 @@ func TestDoctorLarkChecks(t *testing.T) {
 		srv.Close()
 		require.Equal(t, tc.ok, c.OK, c.Detail)
 	}
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("# HELP x\nloopx_outbox_failed_rows{code=\"230002\"} 3\nloopx_outbox_failed_rows{code=\"0\"} 0\n"))
+	}))
+	defer srv.Close()
+	c = larkOutboxCheck(t.Context(), env(map[string]string{"LOOPX_URL": srv.URL}))
+	require.False(t, c.OK)
+	require.Contains(t, c.Detail, "3 failed with code 230002 (bot not in the chat")
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -237,7 +238,7 @@ func registerOutboxGauges(d *deps) {
 			return v
 		}
 	}
-	d.registry.MustRegister(
+	d.registry.MustRegister(newFailedRowsCollector(d.store),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopx_inbox_depth", Help: "Inbox items not yet acknowledged by their agent."},
 			query(func(ctx context.Context) (float64, error) {
 				n, err := d.store.PendingInboxItems(ctx)
@@ -254,6 +255,33 @@ func registerOutboxGauges(d *deps) {
 				return st.OldestPending.Seconds(), err
 			})),
 	)
+}
+
+// failedRowsCollector reports loopx_outbox_failed_rows{code}, read from the database at scrape
+// time so every replica reports the shared truth; `loopx doctor` reads it.
+type failedRowsCollector struct {
+	st   *store.Store
+	desc *prometheus.Desc
+}
+
+func newFailedRowsCollector(st *store.Store) failedRowsCollector {
+	return failedRowsCollector{st: st, desc: prometheus.NewDesc("loopx_outbox_failed_rows",
+		"Outbox rows given up on, by Lark code (0: refused before sending), over all replicas.", []string{"code"}, nil)}
+}
+
+func (c failedRowsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c failedRowsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	counts, err := c.st.OutboxFailureCounts(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for code, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), strconv.Itoa(code))
+	}
 }
 
 // replicaName names this process's outbox claims: LOOPX_REPLICA, else host and pid plus a
