@@ -56,19 +56,21 @@ type Intake struct {
 // ignoredEvents are event types an app commonly subscribes to besides messages. Over WS the SDK
 // acks an unregistered type with code 500, which makes Lark redeliver it for hours; registering
 // them acknowledges and drops them.
-var ignoredEvents = []string{
-	"im.message.message_read_v1",
-	"im.message.reaction.created_v1",
-	"im.message.reaction.deleted_v1",
-	"im.message.recalled_v1",
-	"im.chat.member.bot.added_v1",
-	"im.chat.member.bot.deleted_v1",
-	"im.chat.member.user.added_v1",
-	"im.chat.member.user.deleted_v1",
-	"im.chat.disbanded_v1",
-	"im.chat.updated_v1",
-	"p2p_chat_create",
-	"application.bot.menu_v6",
+func ignoredEvents() []string {
+	return []string{
+		"im.message.message_read_v1",
+		"im.message.reaction.created_v1",
+		"im.message.reaction.deleted_v1",
+		"im.message.recalled_v1",
+		"im.chat.member.bot.added_v1",
+		"im.chat.member.bot.deleted_v1",
+		"im.chat.member.user.added_v1",
+		"im.chat.member.user.deleted_v1",
+		"im.chat.disbanded_v1",
+		"im.chat.updated_v1",
+		"p2p_chat_create",
+		"application.bot.menu_v6",
+	}
 }
 
 // NewIntake checks cfg and builds the intake. It starts nothing: mount EventsHandler and
@@ -101,7 +103,7 @@ func NewIntake(cfg Config, h EventHandler, opts IntakeOptions) (*Intake, error) 
 	d.InitConfig(larkevent.WithLogger(sdkLogger{in.log}))
 	d.OnP2MessageReceiveV1(in.onMessage)
 	d.OnP2CardActionTrigger(in.onCardAction)
-	for _, t := range ignoredEvents {
+	for _, t := range ignoredEvents() {
 		d.OnCustomizedEvent(t, in.onIgnored(t))
 	}
 	in.disp = d
