@@ -294,6 +294,15 @@ func TestEndToEndTurn(t *testing.T) {
 		require.Contains(t, r.stderr, "forbidden")
 	})
 
+	t.Run("a retry with --idempotency-key replays; another request under it is refused", func(t *testing.T) {
+		first := s.ok(t, admin, "todo", "add", "--goal-id", "demo", "--text", "retry me", "--idempotency-key", "host-retry-1")
+		again := s.ok(t, admin, "todo", "add", "--goal-id", "demo", "--text", "retry me", "--idempotency-key", "host-retry-1")
+		require.Equal(t, first, again)
+		r := s.cli(t, admin, "todo", "add", "--goal-id", "demo", "--text", "something else", "--idempotency-key", "host-retry-1")
+		require.Equal(t, exitRefused, r.code, r.stderr)
+		require.Contains(t, r.stderr, "idempotency_key")
+	})
+
 	t.Run("health and metrics", func(t *testing.T) {
 		for path, want := range map[string]string{
 			"/healthz": `"status":"ok"`,
