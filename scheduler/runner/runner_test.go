@@ -361,3 +361,23 @@ func TestParseExecSettings(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "echo hi", s.Shell)
 }
+
+// A 4xx other than 408/429 is the receiver refusing the turn: no retry, the turn fails.
+func TestWebhookRefusalFailsWithoutRetry(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "signature rejected", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	b := setup(t, store.RunnerWebhook, runner.WebhookSettings{URL: srv.URL, Secret: "0123456789abcdef-other"}, 3)
+	b.fire(t)
+	b.sched.Wait()
+	turns := b.turns(t)
+	require.Len(t, turns, 1)
+	require.Equal(t, store.TurnFailed, turns[0].state)
+	require.Contains(t, turns[0].outcome, "webhook answered 401 (1 attempts)")
+	require.Contains(t, turns[0].tail, "signature rejected")
+	require.Equal(t, int32(1), calls.Load())
+}
