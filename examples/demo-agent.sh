@@ -20,11 +20,11 @@ lx() { "$LOOPX" "$@"; }
 # 1. People first: answer what waits in the inbox.
 if lx inbox drain --help >/dev/null 2>&1; then
 	items=$(lx --format json inbox drain --goal-id "$G" --agent-id "$A" 2>/dev/null || true)
-	for id in $(printf '%s' "$items" | grep -o '"item_id":[0-9]*' | cut -d: -f2); do
+	for id in $(printf '%s' "$items" | grep -o '"item_id": *[0-9]*' | grep -o '[0-9]*$'); do
 		say "answering inbox item $id"
-		lx inbox reply --goal-id "$G" --agent-id "$A" --item-id "$id" \
+		lx inbox reply --goal-id "$G" --agent-id "$A" --item "$id" \
 			--text "Hi! I am the demo agent. I read your message during turn $T and will take it into account." || true
-		lx inbox ack --goal-id "$G" --agent-id "$A" --item-id "$id" >/dev/null 2>&1 || true
+		lx inbox ack --goal-id "$G" --agent-id "$A" --item "$id" >/dev/null 2>&1 || true
 	done
 fi
 
@@ -40,7 +40,7 @@ lx todo claim --goal-id "$G" --todo-id "$TODO" --agent-id "$A" >/dev/null || { s
 
 case "$text" in
 *"ask the owner"*)
-	approved=$(lx --format json gate list --goal-id "$G" --status approved 2>/dev/null | grep -c "\"todo_id\":$TODO[,}]" || true)
+	approved=$(lx --format json gate list --goal-id "$G" --status approved 2>/dev/null | grep -c "\"todo_id\": *$TODO[,} ]" || true)
 	if [ "${approved:-0}" -gt 0 ]; then
 		lx evidence add --goal-id "$G" --agent-id "$A" --todo-id "$TODO" --kind note \
 			--summary "The owner approved the draft; release notes are final" >/dev/null

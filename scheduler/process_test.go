@@ -247,6 +247,19 @@ func TestSandboxDemoAgentDrivesTheCLI(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, ev, "evidence before the gate")
 
+	// Someone writes to the agent while its todo waits: the next turn answers first.
+	item, _, err := store.InsertInboxItem(ctx, pool, store.InboxInsert{GoalID: scheduler.DemoGoalID, AgentID: "writer",
+		Text: "hi, what are you doing?", Sender: "ou_demo_owner", SourceChat: "oc_demo", SourceMessage: "om_hi"}, 0)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var state string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM inbox_item WHERE id = $1`, item.ID).Scan(&state))
+		return state == "acked"
+	}, 45*time.Second, 200*time.Millisecond, "the agent drains, answers and acks the message")
+	var replies int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE receive_id = 'oc_demo' AND content LIKE '%demo agent%'`).Scan(&replies))
+	require.Equal(t, 1, replies, "one reply in the chat")
+
 	_, err = st.AnswerGate(ctx, store.AnswerGateParams{GoalID: scheduler.DemoGoalID, GateID: gate.ID, Answer: "approve",
 		AnsweredBy: "ou_demo_owner", Meta: admin})
 	require.NoError(t, err)

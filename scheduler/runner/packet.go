@@ -66,7 +66,7 @@ func Commands(d quota.Decision, turnInstanceID string) []string {
 		"loopx todo update --goal-id " + g + " --todo-id " + todo + " --agent-id " + a + " --status done",
 		"loopx evidence add --goal-id " + g + " --agent-id " + a + " --todo-id " + todo + " --summary '...'",
 		"loopx gate ask --goal-id " + g + " --agent-id " + a + " --question '...' --option approve --option reject",
-		"loopx inbox reply --goal-id " + g + " --agent-id " + a + " --item-id N --text '...'",
+		"loopx inbox reply --goal-id " + g + " --agent-id " + a + " --item N --text '...'",
 		"loopx refresh-state --goal-id " + g + " --agent-id " + a + " --turn-instance-id " + t + " --next-action '...'",
 		"loopx quota spend-slot --goal-id " + g + " --agent-id " + a + " --turn-instance-id " + t + " --todo-id " + todo,
 	}
