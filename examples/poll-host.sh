@@ -14,16 +14,16 @@ G="$1" A="$2"
 LOOPX="${LOOPX_BIN:-loopx}"
 WORK="${WORK:-sh examples/shell-agent.sh}"
 
-field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p" | head -n 1; }
+field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p" | head -n 1; }
 
 while :; do
 	T="host-$(date +%s)"
 	answer=$("$LOOPX" --format json quota should-run --goal-id "$G" --agent-id "$A" --turn-instance-id "$T" --begin-turn)
 	decision=$(printf '%s' "$answer" | field decision)
 	interval=$(printf '%s' "$answer" | field interval_minutes)
-	action=$(printf '%s' "$answer" | sed -n 's/.*"scheduler_hint":{"action":"\([^"]*\)".*/\1/p')
+	action=$(printf '%s' "$answer" | sed -n 's/.*"scheduler_hint": *{"action": *"\([^"]*\)".*/\1/p')
 	if [ "$decision" = "run" ]; then
-		todo=$(printf '%s' "$answer" | sed -n 's/.*"selected_todo":{"todo_id":\([0-9]*\).*/\1/p')
+		todo=$(printf '%s' "$answer" | sed -n 's/.*"selected_todo": *{"todo_id": *\([0-9]*\).*/\1/p')
 		printf '%s' "$answer" | LOOPX_GOAL_ID="$G" LOOPX_AGENT_ID="$A" LOOPX_TURN_ID="$T" LOOPX_TODO_ID="$todo" sh -c "$WORK" ||
 			echo "turn $T failed" >&2
 	fi
