@@ -297,8 +297,14 @@ func (s *Sender) deliver(ctx context.Context, c OutboxMessage) {
 	case errors.Is(err, errRateWait):
 		s.retry(ctx, log, c, res.retryAfter(time.Second), codeRateLimited, "waiting for the send budget", false)
 	case err != nil:
-		s.m.sendErrors.WithLabelValues("transport").Inc()
-		s.retryOrFail(ctx, log, c, 0, err.Error())
+		// Transport errors were counted where they happened; a token refusal keeps its code
+		// (10003/10014: wrong app id or secret) so the failure says what to fix.
+		code := 0
+		var te *errToken
+		if errors.As(err, &te) {
+			code = te.Code
+		}
+		s.retryOrFail(ctx, log, c, code, err.Error())
 	case res.Code == 0:
 		if err := s.ob.MarkSent(ctx, c.ID, res.MessageID); err != nil {
 			log.ErrorContext(ctx, "record sent outbox row", "err", err)

@@ -234,3 +234,22 @@ func TestSenderShutdownFinishesInFlightAndReleases(t *testing.T) {
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM outbox WHERE uuid = 'sd-2' AND state = 'pending' AND claimed_by = ''`), "nothing left claimed")
 	require.Len(t, e.sb.Chat(chat).BotMessages(), 1)
 }
+
+func TestWrongAppSecretFailsWithTheTokenCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	cfg := e.cfg
+	cfg.AppSecret = "not-the-secret"
+	s, err := bot.NewSender(bot.NewClient(cfg, 5*time.Second), storeOutbox{e.st}, storeLimiter{e.st, bot.DefaultRateLimits},
+		bot.SenderOptions{Owner: "bad", Logger: quietLogger(), MaxAttempts: 2, Poll: 100 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.insertOutbox("text", e.sb.DefaultChatID(), "hello", "bad-secret-1")
+	require.Eventually(t, func() bool {
+		return e.count(`SELECT count(*) FROM outbox WHERE state = 'failed' AND last_code = $1`, sandbox.CodeAppSecretInvalid) == 1
+	}, 10*time.Second, 20*time.Millisecond, "failed with Lark's token code after the retries")
+	require.Empty(t, e.sb.Chat(e.sb.DefaultChatID()).BotMessages())
+}
