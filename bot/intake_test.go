@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"loopx/bot"
@@ -337,4 +338,43 @@ func TestPostMessageFlattenedToText(t *testing.T) {
 	var text string
 	require.NoError(t, e.st.Pool().QueryRow(t.Context(), `SELECT text FROM unrouted WHERE message_id = 'om_post_1'`).Scan(&text))
 	require.Equal(t, "Plan\n@_user_1 #demo ship docs\nsecond line", text)
+}
+
+// The watchdog replaces a client whose link stays down: the SDK's own reconnects keep failing
+// (handshakes refused), the watchdog starts a fresh client, and events flow again.
+func TestWSWatchdogReplacesAStalledLink(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{transport: bot.TransportHTTP}) // HTTP intake unused; a WS one below
+	reg := prometheus.NewRegistry()
+	cfg := e.cfg
+	cfg.Transport = bot.TransportWS
+	require.NoError(t, e.sb.SetCallbackURLs("", ""))
+	in, err := bot.NewIntake(cfg, e.rt, bot.IntakeOptions{Logger: quietLogger(), Metrics: bot.NewMetrics(reg),
+		WS: bot.WSOptions{StallAfter: 400 * time.Millisecond, Check: 50 * time.Millisecond, RestartBackoff: 50 * time.Millisecond}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- in.RunWS(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	require.Eventually(t, in.Connected, 5*time.Second, 10*time.Millisecond)
+
+	e.sb.RejectNextHandshake(4, http.StatusServiceUnavailable)
+	require.Equal(t, 1, e.sb.DropConnections())
+	require.Eventually(t, func() bool { return !in.Connected() }, 2*time.Second, 5*time.Millisecond)
+	require.Eventually(t, in.Connected, 15*time.Second, 10*time.Millisecond, "link restored")
+	mf, err := reg.Gather()
+	require.NoError(t, err)
+	var reconnects float64
+	for _, f := range mf {
+		if f.GetName() == "loopx_lark_ws_reconnects_total" {
+			reconnects = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	require.GreaterOrEqual(t, reconnects, 1.0)
+
+	d, err := e.sb.UserSays(e.sb.DefaultChatID(), sandbox.ChatGroup, owner, "after the stall", sandbox.MentionBot())
+	require.NoError(t, err)
+	res := waitDelivery(t, d)
+	require.True(t, res.Acked, res.Err)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM unrouted WHERE message_id = $1`, d.MessageID))
 }
