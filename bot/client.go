@@ -151,7 +151,7 @@ func resultOf(r *larkcore.ApiResp, code int, msg string) apiResult {
 	return res
 }
 
-// CreateMessage sends a new message (msgType "text" or "interactive") with Lark's uuid dedupe.
+// createMessage sends a new message (msgType "text" or "interactive") with Lark's uuid dedupe.
 func (c *Client) createMessage(ctx context.Context, receiveIDType, receiveID, msgType, content, uuid string) (apiResult, error) {
 	return c.call(ctx, func(opt larkcore.RequestOptionFunc) (apiResult, error) {
 		req := larkim.NewCreateMessageReqBuilder().ReceiveIdType(receiveIDType).
