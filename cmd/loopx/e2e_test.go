@@ -317,6 +317,13 @@ func TestEndToEndTurn(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode, path)
 			require.Contains(t, string(body), want, path)
 		}
+		// With no Lark app configured the server runs the sandbox; readiness includes its link.
+		resp, err := http.Get(s.url + "/readyz")
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Contains(t, string(body), `"checks":{"lark":"ok"}`)
 	})
 
 	t.Run("doctor", func(t *testing.T) {

@@ -50,6 +50,15 @@ type deps struct {
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	now      func() time.Time
+	// ready holds the readiness checks areas add (the Lark link); /readyz reports them all.
+	// Filled while wiring, read only after the listener starts.
+	ready []readyCheck
+}
+
+// readyCheck is one part of /readyz: ok, or what is wrong.
+type readyCheck struct {
+	name  string
+	check func(ctx context.Context) error
 }
 
 // wireFunc builds the components of one area; it returns none when the area is off.
@@ -62,6 +71,7 @@ func wirings() []wireFunc {
 		wireBot,
 		wireScheduler,
 		wireInbox,
+		wireMaintenance,
 	}
 }
 
@@ -141,11 +151,11 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
-	mux.HandleFunc("GET /readyz", readyz(pool))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 
 	d := &deps{cfg: cfg, getenv: getenv, logger: logger, pool: pool, store: st, quota: qs,
 		mux: mux, registry: registry, now: now}
+	mux.HandleFunc("GET /readyz", readyz(pool, d))
 	var comps []component
 	for _, wire := range wirings() {
 		cs, err := wire(ctx, d)
@@ -216,8 +226,9 @@ func httpComponent(lis net.Listener, h http.Handler, logger *slog.Logger) compon
 	}}
 }
 
-// readyz answers 200 when the database answers and its migrations are current.
-func readyz(pool *pgxpool.Pool) http.HandlerFunc {
+// readyz answers 200 when the database answers, its migrations are current and every check an
+// area added (the Lark link: connected, or the sandbox) passes.
+func readyz(pool *pgxpool.Pool, d *deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
@@ -228,6 +239,7 @@ func readyz(pool *pgxpool.Pool) http.HandlerFunc {
 				Current int64 `json:"current"`
 				Latest  int64 `json:"latest"`
 			} `json:"migrations"`
+			Checks map[string]string `json:"checks,omitempty"`
 		}
 		var a answer
 		status := http.StatusOK
@@ -240,6 +252,18 @@ func readyz(pool *pgxpool.Pool) http.HandlerFunc {
 			a.Migrations.Current, a.Migrations.Latest = cur, latest
 			if cur < latest {
 				status, a.Status = http.StatusServiceUnavailable, "migrations pending"
+			}
+		}
+		for _, c := range d.ready {
+			if a.Checks == nil {
+				a.Checks = map[string]string{}
+			}
+			a.Checks[c.name] = "ok"
+			if err := c.check(ctx); err != nil {
+				a.Checks[c.name] = err.Error()
+				if status == http.StatusOK {
+					status, a.Status = http.StatusServiceUnavailable, "unavailable"
+				}
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
