@@ -266,9 +266,12 @@ func TestSandboxDemoAgentDrivesTheCLI(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		todos, err := st.ListTodos(ctx, store.ListTodosParams{GoalID: scheduler.DemoGoalID, Statuses: []string{store.TodoDone}})
-		var live int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM turn WHERE state = 'live'`).Scan(&live))
-		return err == nil && len(todos) == 2 && live == 0
+		// A turn the agent settled itself (spend-slot) stops being live before its process
+		// exits; the runner stores the log tail after the exit, so wait for the tails too.
+		var live, untailed int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'live'), count(*) FILTER (WHERE log_tail = '')
+			FROM turn WHERE goal_id = $1`, scheduler.DemoGoalID).Scan(&live, &untailed))
+		return err == nil && len(todos) == 2 && live == 0 && untailed == 0
 	}, 45*time.Second, 200*time.Millisecond, "the agent continues after the approval and finishes both todos")
 
 	rows, err := pool.Query(ctx, `SELECT state, log_tail FROM turn WHERE goal_id = $1 ORDER BY id`, scheduler.DemoGoalID)
