@@ -138,25 +138,9 @@ func ListUnrouted(ctx context.Context, db DB, chatID string, limit int) ([]Unrou
 
 // ListChatAudit lists audit rows with id > afterID, oldest first (goalID "" = all goals).
 func ListChatAudit(ctx context.Context, db DB, goalID string, afterID int64) ([]Audit, error) {
-	rows, err := db.Query(ctx, `
+	return queryAudit(ctx, db, `
 		SELECT id, at, actor, surface, action, goal_id, target, allowed, detail
 		FROM audit WHERE id > $1 AND ($2 = '' OR goal_id = $2) ORDER BY id LIMIT 1000`, afterID, goalID)
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", mapErr(err))
-	}
-	defer rows.Close()
-	var out []Audit
-	for rows.Next() {
-		var a Audit
-		if err := rows.Scan(&a.ID, &a.At, &a.Actor, &a.Surface, &a.Action, &a.GoalID, &a.Target, &a.Allowed, &a.Detail); err != nil {
-			return nil, fmt.Errorf("list audit: %w", mapErr(err))
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list audit: %w", mapErr(err))
-	}
-	return out, nil
 }
 
 // The Lookup* reads below run on a caller's DB (usually the chat transaction) so the router

@@ -249,9 +249,14 @@ func (s *Store) ListAudit(ctx context.Context, p ListAuditParams) ([]Audit, erro
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
+	return queryAudit(ctx, s.pool, `
 		SELECT id, at, actor, surface, action, goal_id, target, allowed, detail FROM audit
 		WHERE ($1 = '' OR goal_id = $1) AND id > $2 ORDER BY id LIMIT $3`, p.GoalID, p.AfterID, n)
+}
+
+// queryAudit runs an audit SELECT (the columns of Audit, in order) and scans every row.
+func queryAudit(ctx context.Context, db DB, sql string, args ...any) ([]Audit, error) {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", mapErr(err))
 	}
