@@ -107,6 +107,12 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 		comps = append(comps, component{name: "lark-ws", run: intake.RunWS})
 	}
 	d.mux.HandleFunc("GET /readyz/lark", larkReady(cfg, d.cfg.Sandbox, intake))
+	d.ready = append(d.ready, readyCheck{name: "lark", check: func(context.Context) error {
+		if cfg.Transport == bot.TransportWS && !intake.Connected() {
+			return errors.New("lark long connection down")
+		}
+		return nil
+	}})
 	comps = append(comps,
 		component{name: "outbox-sender", run: sender.Run},
 		component{name: "lark-event-pruner", run: func(ctx context.Context) error {
