@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -105,11 +106,18 @@ func (t *turn) status(ctx context.Context, tg *target) error {
 	if err != nil {
 		return err
 	}
-	return t.reply(ctx, "status", map[string]any{
+	// Failed sends and missed fires are what an owner must act on (issues 4 and 5): one read.
+	problems, err := store.ReadGoalProblems(ctx, t.tx, tg.goal.ID, now.Add(-statusMissedWindow), statusProblemLimit)
+	if err != nil {
+		return err
+	}
+	data := problemsView(problems, tg.goal.HeartbeatTZ)
+	maps.Copy(data, map[string]any{
 		"GoalID": tg.goal.ID, "Title": tg.goal.Title, "Status": tg.goal.Status, "SpentSlots": spent,
 		"AllowedSlots": tg.goal.AllowedSlots, "WindowHours": tg.goal.WindowHours,
 		"Owners": tg.goal.Owners, "OpenGates": len(gates), "Agents": rows,
-	}, tg)
+	})
+	return t.reply(ctx, "status", data, tg)
 }
 
 func (t *turn) gates(ctx context.Context, tg *target) error {
