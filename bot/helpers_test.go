@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"loopx/bot"
@@ -155,6 +157,10 @@ type env struct {
 	cfg    bot.Config
 	intake *bot.Intake
 	srvURL string
+	// reg holds metrics, the series every intake of the env (and the real router's
+	// OnDuplicate) counts into.
+	reg     *prometheus.Registry
+	metrics *bot.Metrics
 }
 
 type envOpts struct {
@@ -180,10 +186,11 @@ func newEnv(t *testing.T, o envOpts) *env {
 	sb.Start(t.Context())
 	t.Cleanup(sb.Close)
 	st := storetest.New(t, store.Options{})
-	e := &env{t: t, sb: sb, st: st, rt: &testRouter{st: st}}
+	reg := prometheus.NewRegistry()
+	e := &env{t: t, sb: sb, st: st, rt: &testRouter{st: st}, reg: reg, metrics: bot.NewMetrics(reg)}
 	e.h = e.rt
 	if o.realRouter {
-		chat, err := router.New(st, router.Options{BotOpenID: sb.BotOpenID(), Logger: quietLogger()})
+		chat, err := router.New(st, router.Options{BotOpenID: sb.BotOpenID(), Logger: quietLogger(), OnDuplicate: e.metrics.CountDuplicate})
 		require.NoError(t, err)
 		e.h = chat
 	}
@@ -201,7 +208,7 @@ func (e *env) startIntake(transport string) (*bot.Intake, string) {
 	t := e.t
 	cfg := e.cfg
 	cfg.Transport = transport
-	in, err := bot.NewIntake(cfg, e.h, bot.IntakeOptions{Logger: quietLogger(),
+	in, err := bot.NewIntake(cfg, e.h, bot.IntakeOptions{Logger: quietLogger(), Metrics: e.metrics,
 		WS: bot.WSOptions{Check: 50 * time.Millisecond, RestartBackoff: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	if transport == bot.TransportHTTP {
@@ -262,6 +269,29 @@ func (e *env) insertOutbox(kind, chat, content, uuid string) int64 {
 	require.NoError(e.t, e.st.Pool().QueryRow(context.Background(),
 		`INSERT INTO outbox (uuid, kind, receive_id, content) VALUES ($1, $2, $3, $4) RETURNING id`, uuid, kind, chat, content).Scan(&id))
 	return id
+}
+
+// counter reads the value of a counter series of the env's metrics with exactly these labels
+// (0 when it was never counted).
+func (e *env) counter(name string, labels map[string]string) float64 {
+	e.t.Helper()
+	mf, err := e.reg.Gather()
+	require.NoError(e.t, err)
+	for _, f := range mf {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func waitDelivery(t *testing.T, d *sandbox.Delivery) sandbox.DeliveryResult {

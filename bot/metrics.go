@@ -1,6 +1,8 @@
 package bot
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -10,6 +12,7 @@ type Metrics struct {
 	eventsReceived *prometheus.CounterVec   // transport, kind (message|card|ignored)
 	eventsRejected *prometheus.CounterVec   // transport, reason
 	eventsFailed   *prometheus.CounterVec   // transport, kind: handler errors (Lark redelivers)
+	eventsDup      *prometheus.CounterVec   // transport, kind: events the router had already handled
 	handleSeconds  *prometheus.HistogramVec // kind
 	wsReconnects   prometheus.Counter
 	sent           *prometheus.CounterVec // kind
@@ -29,6 +32,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"transport", "reason"}),
 		eventsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loopx_lark_events_failed_total", Help: "Lark events whose handling failed and was left for redelivery.",
+		}, []string{"transport", "kind"}),
+		eventsDup: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loopx_lark_events_duplicate_total", Help: "Lark events and card callbacks already handled (a redelivery, or the same event on another replica), by transport and kind.",
 		}, []string{"transport", "kind"}),
 		handleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "loopx_lark_event_handle_seconds", Help: "Time from receipt to acknowledgement of a Lark event.",
@@ -52,8 +58,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.eventsReceived, m.eventsRejected, m.eventsFailed, m.handleSeconds,
+		reg.MustRegister(m.eventsReceived, m.eventsRejected, m.eventsFailed, m.eventsDup, m.handleSeconds,
 			m.wsReconnects, m.sent, m.sendErrors, m.sendFailed, m.lag)
 	}
 	return m
+}
+
+// CountDuplicate counts one Lark event the router recognised as already handled. It has the
+// shape of router.Options.OnDuplicate: the router alone knows an event id was seen before
+// (it returns nil either way), and ctx carries the transport the intake received it on.
+func (m *Metrics) CountDuplicate(ctx context.Context, eventType string) {
+	kind := "other"
+	switch eventType {
+	case "im.message.receive_v1":
+		kind = "message"
+	case "card.action.trigger":
+		kind = "card"
+	}
+	m.eventsDup.WithLabelValues(transportOf(ctx), kind).Inc()
 }

@@ -62,6 +62,13 @@ func TestRouterMentionInBoundGroupOnce(t *testing.T) {
 
 			require.Equal(t, 1, e.count(`SELECT count(*) FROM inbox_item WHERE source_message = $1`, d.MessageID))
 			require.Equal(t, 1, e.count(`SELECT count(*) FROM lark_event WHERE event_id = $1`, d.EventID))
+			// Both repeats are counted as duplicates, by the transport that carried them.
+			dup := func(transport string) float64 {
+				return e.counter("loopx_lark_events_duplicate_total", map[string]string{"transport": transport, "kind": "message"})
+			}
+			want := map[string]float64{bot.TransportHTTP: 1, bot.TransportWS: 0}
+			want[tr]++
+			require.Equal(t, want, map[string]float64{bot.TransportHTTP: dup(bot.TransportHTTP), bot.TransportWS: dup(bot.TransportWS)})
 			time.Sleep(300 * time.Millisecond)
 			require.Equal(t, 1, receipt(), "one receipt only")
 			require.Zero(t, e.count(`SELECT count(*) FROM outbox WHERE state <> 'sent'`))

@@ -5,7 +5,8 @@
 // Guarantees:
 //   - One transaction per event: the Lark event id (lark_event), the operation, its audit rows
 //     and every outbox row (replies, the receipt reaction, card posts and card updates) commit
-//     together. A repeated event id has no effect (a card click answers "already handled"). An
+//     together. A repeated event id has no effect (a card click answers "already handled") and
+//     is reported to Options.OnDuplicate once, after its transaction. An
 //     error return means nothing was committed, so the bot makes Lark redeliver. Kernel
 //     operations run with the idempotency key "lark:<event id>" as a second guard.
 //   - Addressing: in a group only messages that mention the bot by open_id, or reply to (or

@@ -259,11 +259,13 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 		return CardResult{}, store.Errorf(store.ErrInvalid, "operator_id", "is empty; a click needs the clicker's open_id")
 	}
 	var res CardResult
+	var dup bool
 	err := c.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		fresh, err := store.RecordLarkEvent(ctx, tx, a.EventID, "card.action.trigger")
+		fresh, err := store.RecordLarkEvent(ctx, tx, a.EventID, eventCardAction)
 		if err != nil {
 			return err
 		}
+		dup = !fresh
 		lang := c.opts.DefaultLang
 		if l, err := store.ChatLang(ctx, tx, a.ChatID); err != nil {
 			return err
@@ -280,6 +282,9 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 	if err != nil {
 		c.log.WarnContext(ctx, "card action not handled; nothing committed", "event_id", a.EventID, "err", err)
 		return CardResult{}, fmt.Errorf("handle card action: %w", err)
+	}
+	if dup {
+		c.duplicate(ctx, eventCardAction)
 	}
 	return res, nil
 }

@@ -54,6 +54,11 @@ type Options struct {
 	Templates *templates.Set
 	// Report answers /report. Nil: the bot says reports are not configured.
 	Report ReportFunc
+	// OnDuplicate, when set, is told of each event the entry points recognised as already
+	// handled (its id was in lark_event), once per call, after the call's transaction ended.
+	// eventType is Lark's ("im.message.receive_v1", "card.action.trigger"); ctx is the
+	// call's. The entry points still return nil for a duplicate; this is for metrics.
+	OnDuplicate func(ctx context.Context, eventType string)
 }
 
 // Chat turns chat messages and card clicks into authorized operations. It is safe for
@@ -156,8 +161,10 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	if m.SenderIsBot || m.SenderID == "" || m.SenderID == c.opts.BotOpenID {
 		return nil // bots, this one included, never drive the router
 	}
+	var dup bool
 	err := c.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		fresh, err := store.RecordLarkEvent(ctx, tx, m.EventID, "im.message.receive_v1")
+		fresh, err := store.RecordLarkEvent(ctx, tx, m.EventID, eventMessage)
+		dup = err == nil && !fresh
 		if err != nil || !fresh {
 			return err
 		}
@@ -173,7 +180,24 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 			"event_id", m.EventID, "message_id", m.MessageID, "chat_id", m.ChatID, "err", err)
 		return fmt.Errorf("handle message %s: %w", m.MessageID, err)
 	}
+	if dup {
+		c.duplicate(ctx, eventMessage)
+	}
 	return nil
+}
+
+// Lark event types the entry points record in lark_event.
+const (
+	eventMessage    = "im.message.receive_v1"
+	eventCardAction = "card.action.trigger"
+)
+
+// duplicate reports an event seen before to Options.OnDuplicate.
+func (c *Chat) duplicate(ctx context.Context, eventType string) {
+	c.log.DebugContext(ctx, "lark event already handled", "event_type", eventType)
+	if c.opts.OnDuplicate != nil {
+		c.opts.OnDuplicate(ctx, eventType)
+	}
 }
 
 // addressed: in a group only a mention of the bot (by id) or a reply to one of its messages

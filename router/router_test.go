@@ -2,7 +2,9 @@ package router_test
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,18 +220,44 @@ func TestReplyLandsInSourceThread(t *testing.T) {
 
 func TestDuplicateEventHasOneEffect(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	var mu sync.Mutex
+	var dups []string
+	e := newEnv(t, func(o *router.Options) {
+		o.OnDuplicate = func(_ context.Context, eventType string) {
+			mu.Lock()
+			defer mu.Unlock()
+			dups = append(dups, eventType)
+		}
+	})
+	seen := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(dups) }
 	m := e.say(member, "#docs do it once")
+	require.Empty(t, seen(), "a first delivery is no duplicate")
 	require.NoError(t, e.chat.HandleMessage(t.Context(), m)) // Lark redelivers the same event
+	require.Equal(t, []string{"im.message.receive_v1"}, seen(), "the hook hears of the redelivery once")
 	// Another replica receives the same event with a new message object: still one effect.
 	require.NoError(t, e.chat.HandleMessage(t.Context(), m))
 	require.Len(t, e.inbox("docs", "codex"), 1)
 	require.Len(t, e.outbox(), 1, "one receipt")
+	require.Len(t, seen(), 2)
 
 	p := e.say(owner, "/pause #docs")
 	require.NoError(t, e.chat.HandleMessage(t.Context(), p))
 	require.Equal(t, store.GoalStopped, e.goal("docs").Status)
 	require.Len(t, e.outbox(), 1, "one reply")
+	require.Len(t, seen(), 3)
+
+	// A card click delivered twice: the second is "already handled" and reported as such.
+	e.askGate("Ship it?", 0)
+	approve := buttonValue(t, e.outbox()[0].Content, "approve")
+	click := router.CardAction{EventID: "cb_dup", OperatorID: owner, ChatID: room, Value: approve}
+	res, err := e.chat.HandleCardAction(t.Context(), click)
+	require.NoError(t, err)
+	require.Equal(t, "success", res.ToastKind)
+	require.Len(t, seen(), 3, "a first click is no duplicate")
+	res, err = e.chat.HandleCardAction(t.Context(), click)
+	require.NoError(t, err)
+	require.Equal(t, "info", res.ToastKind)
+	require.Equal(t, []string{"im.message.receive_v1", "im.message.receive_v1", "im.message.receive_v1", "card.action.trigger"}, seen())
 }
 
 func TestBadInputGetsUsage(t *testing.T) {

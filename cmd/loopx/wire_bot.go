@@ -67,9 +67,10 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create digests for /report: %w", err)
 	}
+	metrics := bot.NewMetrics(d.registry)
 	chat, err := router.New(d.store, router.Options{
 		BotOpenID: botOpenID, Admins: d.cfg.Admins, Now: d.now, Templates: set,
-		Logger: d.logger.With("component", "router"),
+		Logger: d.logger.With("component", "router"), OnDuplicate: metrics.CountDuplicate,
 		Report: func(ctx context.Context, db store.DB, req router.ReportRequest) ([]store.OutboxInsert, error) {
 			tx, ok := db.(pgx.Tx)
 			if !ok {
@@ -85,7 +86,6 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 		return nil, fmt.Errorf("create chat router: %w", err)
 	}
 
-	metrics := bot.NewMetrics(d.registry)
 	registerOutboxGauges(d)
 	sender, err := bot.NewSender(client, storeOutbox{d.store}, storeLimiter{d.store, bot.DefaultRateLimits}, bot.SenderOptions{
 		Owner: replicaName(d), Logger: logger, Metrics: metrics, Now: d.now,
