@@ -59,6 +59,20 @@ func SpentSlots(ctx context.Context, db DB, goalID string, window time.Duration,
 
 func (r *SpendReceipt) markReplayed() { r.Replayed = true }
 
+// spentAfter is the spent-slot count a spend recorded in its ledger detail; entries written
+// without it fall back to the count in the window now.
+func spentAfter(ctx context.Context, db DB, e LedgerEntry, goal Goal, now time.Time) (int, error) {
+	var d struct {
+		After struct {
+			SpentSlots *int `json:"spent_slots"`
+		} `json:"after"`
+	}
+	if json.Unmarshal(e.Detail, &d) == nil && d.After.SpentSlots != nil {
+		return *d.After.SpentSlots, nil
+	}
+	return SpentSlots(ctx, db, e.GoalID, time.Duration(goal.WindowHours)*time.Hour, now)
+}
+
 // HeartbeatReceiptKey is the receipt key of should-run's heartbeat receipt for a turn instance.
 func HeartbeatReceiptKey(goalID, agentID, instance string) string {
 	return "heartbeat|" + goalID + "|" + agentID + "|" + instance
@@ -106,7 +120,9 @@ func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt,
 				return SpendReceipt{}, Audit{}, refuse(ErrRefused, "todo_id",
 					fmt.Sprintf("turn %s is already settled for todo %d", t.InstanceID, prev.TodoID), p.GoalID, turnTarget(t), nil)
 			}
-			spent, err := SpentSlots(ctx, tx, p.GoalID, time.Duration(goal.WindowHours)*time.Hour, now)
+			// A retry answers the original receipt, so spent_slots is the count the spend
+			// recorded, not one recomputed at a clock that may read earlier than the spend.
+			spent, err := spentAfter(ctx, tx, prev, goal, now)
 			if err != nil {
 				return SpendReceipt{}, Audit{}, err
 			}
