@@ -20,8 +20,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -101,6 +103,7 @@ func run() error {
 	n := flag.Int("n", 1000, "calls of each command")
 	warmup := flag.Int("warmup", 30, "untimed calls of each command first")
 	out := flag.String("out", "bench/results/should-run-process.json", "result file")
+	psql := flag.String("psql", "", "the psql binary (default: the real client, not Debian's Perl wrapper)")
 	flag.Parse()
 	if *admin == "" {
 		*admin = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
@@ -180,6 +183,7 @@ func run() error {
 	loopxArgs := []string{"quota", "should-run", "--goal-id", "measured", "--agent-id", "a", "--format", "json"}
 	loopxEnv := append(os.Environ(), "LOOPX_URL="+base, "LOOPX_TOKEN="+tok.Token)
 	psqlArgs := []string{dbURL, "-X", "-q", "-c", "select 1"}
+	psqlBin := realPsql(*psql)
 	var last []byte
 	timed := func(env []string, bin string, args ...string) (time.Duration, error) {
 		c := exec.CommandContext(ctx, bin, args...)
@@ -210,7 +214,7 @@ func run() error {
 			if isLoopx {
 				d, err = timed(loopxEnv, *bin, loopxArgs...)
 			} else {
-				d, err = timed(os.Environ(), "psql", psqlArgs...)
+				d, err = timed(os.Environ(), psqlBin, psqlArgs...)
 			}
 			if err != nil {
 				return err
@@ -235,7 +239,7 @@ func run() error {
 		Benchmark: "whole-process should-run vs psql select 1", At: time.Now().UTC().Format(time.RFC3339),
 		CPUs: runtime.NumCPU(), Goals: 10000, TodosOnGoal: 1000,
 		Command:  "loopx " + strings.Join(loopxArgs, " "),
-		Baseline: "psql <same server> -X -q -c 'select 1'", Interleaved: true, Warmup: *warmup,
+		Baseline: "psql client binary (not Debian's pg_wrapper) <same server> -X -q -c 'select 1'", Interleaved: true, Warmup: *warmup,
 		LoopxShouldRun: summarize(lx), PsqlSelect1: summarize(ps), TargetP50Ratio: 2.0, Decision: dec.State,
 		LoadBefore: loadBefore, LoadAfter: loadavg(),
 	}
@@ -293,4 +297,30 @@ func waitReady(ctx context.Context, base string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return errors.New("loopx serve not ready after 60 s")
+}
+
+// realPsql finds the psql client itself. On Debian, psql on PATH is pg_wrapper, a Perl script
+// that picks a cluster and then execs the client: timing it would add Perl's start-up to the
+// baseline and flatter the ratio.
+func realPsql(given string) string {
+	if given != "" {
+		return given
+	}
+	if path, err := exec.LookPath("psql"); err == nil {
+		if target, err := filepath.EvalSymlinks(path); err == nil && !strings.HasSuffix(target, "pg_wrapper") {
+			return path
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql")
+	slices.SortFunc(dirs, func(a, b string) int { return versionOf(b) - versionOf(a) })
+	if len(dirs) > 0 {
+		return dirs[0]
+	}
+	return "psql"
+}
+
+// versionOf reads the major version from /usr/lib/postgresql/<major>/bin/psql.
+func versionOf(path string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
+	return v
 }
