@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
@@ -107,7 +108,11 @@ func TestConfigNamesTheBadVariable(t *testing.T) {
 	require.Equal(t, DefaultListen, cfg.Listen)
 	require.Equal(t, "/home/x/.loopx", cfg.Home)
 	require.True(t, cfg.Sandbox, "no Lark app: sandbox")
-	for k, v := range map[string]string{"LOG_FORMAT": "xml", "LOG_LEVEL": "loud", "LOOPX_ADMIN_TOKEN": "short", "LARK_TRANSPORT": "pigeon"} {
+	require.Equal(t, "en", cfg.Lang)
+	require.Equal(t, "reaction", cfg.Receipt)
+	require.Zero(t, cfg.Inbox.AckTimeout, "zero: the inbox default")
+	for k, v := range map[string]string{"LOG_FORMAT": "xml", "LOG_LEVEL": "loud", "LOOPX_ADMIN_TOKEN": "short", "LARK_TRANSPORT": "pigeon",
+		"LOOPX_LANG": "fr", "LOOPX_RECEIPT": "shout", "LOOPX_INBOX_ACK_TIMEOUT": "soon", "LOOPX_INBOX_MAX_PENDING": "-3"} {
 		vars := map[string]string{"HOME": "/home/x", k: v}
 		_, err := loadConfig(env(vars))
 		require.ErrorContains(t, err, k)
@@ -117,6 +122,13 @@ func TestConfigNamesTheBadVariable(t *testing.T) {
 	require.Equal(t, []string{"ou_a", "ou_b"}, cfg.Admins)
 	require.False(t, cfg.Sandbox)
 	require.Equal(t, "REDACTED", secret("s3cret").String())
+	cfg, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_LANG": "zh", "LOOPX_RECEIPT": "reply",
+		"LOOPX_INBOX_ACK_TIMEOUT": "30m", "LOOPX_INBOX_MAX_PENDING": "50"}))
+	require.NoError(t, err)
+	require.Equal(t, "zh", cfg.Lang)
+	require.Equal(t, "reply", cfg.Receipt)
+	require.Equal(t, 30*time.Minute, cfg.Inbox.AckTimeout)
+	require.Equal(t, 50, cfg.Inbox.MaxPending)
 }
 
 func TestWithPoolSize(t *testing.T) {

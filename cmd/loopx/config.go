@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
+
+	"loopx/inbox"
 )
 
 // DefaultListen is where `loopx serve` listens and the CLI connects when nothing is set.
@@ -42,6 +46,13 @@ type Config struct {
 	Lark        LarkConfig
 	// Sandbox runs the built-in Lark emulator instead of Lark (--sandbox, or no LARK_APP_ID).
 	Sandbox bool
+	// Lang answers chats whose chat and goal set no language (LOOPX_LANG: en | zh).
+	Lang string
+	// Receipt acknowledges a message taken into an inbox (LOOPX_RECEIPT: reaction | reply).
+	Receipt string
+	// Inbox bounds: LOOPX_INBOX_ACK_TIMEOUT (a drained, unacked item returns to pending after
+	// it) and LOOPX_INBOX_MAX_PENDING (unacknowledged items per agent). Zero = the defaults.
+	Inbox inbox.Options
 }
 
 // loadConfig reads and validates the environment.
@@ -85,6 +96,28 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	if t := string(cfg.AdminToken); t != "" && len(t) < 16 {
 		return Config{}, fmt.Errorf("LOOPX_ADMIN_TOKEN: is %d characters; use at least 16 (e.g. openssl rand -hex 32)", len(t))
+	}
+	cfg.Lang = cmp.Or(strings.ToLower(getenv("LOOPX_LANG")), "en")
+	if cfg.Lang != "en" && cfg.Lang != "zh" {
+		return Config{}, fmt.Errorf("LOOPX_LANG: %q is not en or zh", cfg.Lang)
+	}
+	cfg.Receipt = cmp.Or(strings.ToLower(getenv("LOOPX_RECEIPT")), "reaction")
+	if cfg.Receipt != "reaction" && cfg.Receipt != "reply" {
+		return Config{}, fmt.Errorf("LOOPX_RECEIPT: %q is not reaction or reply", cfg.Receipt)
+	}
+	if v := getenv("LOOPX_INBOX_ACK_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute || d > 7*24*time.Hour {
+			return Config{}, fmt.Errorf("LOOPX_INBOX_ACK_TIMEOUT: %q is not a duration between 1m and 168h (e.g. 15m)", v)
+		}
+		cfg.Inbox.AckTimeout = d
+	}
+	if v := getenv("LOOPX_INBOX_MAX_PENDING"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			return Config{}, fmt.Errorf("LOOPX_INBOX_MAX_PENDING: %q is not a whole number from 1 to 100000", v)
+		}
+		cfg.Inbox.MaxPending = n
 	}
 	cfg.Sandbox = cfg.Lark.AppID == ""
 	return cfg, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"loopx/inbox"
 	"loopx/router"
 	"loopx/router/api"
 	"loopx/scheduler/quota"
@@ -137,10 +138,16 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *
 		return fmt.Errorf("load templates: %w", err)
 	}
 	// A stall gate opened by should-run is announced like any gate: a card in the goal's chats.
-	qs := quota.NewService(st, quota.Options{Now: now, GateNotice: router.GateNotice(ctx, st, tpl, "en")})
+	qs := quota.NewService(st, quota.Options{Now: now, GateNotice: router.GateNotice(ctx, st, tpl, cfg.Lang)})
+	ibOpts := inboxOptions(cfg, now)
+	ibOpts.Templates = tpl
+	ib, err := inbox.New(st, ibOpts)
+	if err != nil {
+		return fmt.Errorf("create inbox: %w", err)
+	}
 	apiServer, err := api.New(api.Options{
 		Store: st, Quota: qs, AdminToken: token, Logger: logger.With("component", "api"),
-		Registry: registry, Now: now, Templates: tpl,
+		Registry: registry, Now: now, Templates: tpl, Inbox: ib,
 	})
 	if err != nil {
 		return err

@@ -70,6 +70,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	metrics := bot.NewMetrics(d.registry)
 	chat, err := router.New(d.store, router.Options{
 		BotOpenID: botOpenID, Admins: d.cfg.Admins, Now: d.now, Templates: set,
+		DefaultLang: d.cfg.Lang, Receipt: d.cfg.Receipt, Inbox: inboxOptions(d.cfg, d.now),
 		Logger: d.logger.With("component", "router"), OnDuplicate: metrics.CountDuplicate,
 		Report: func(ctx context.Context, db store.DB, req router.ReportRequest) ([]store.OutboxInsert, error) {
 			tx, ok := db.(pgx.Tx)
