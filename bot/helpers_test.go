@@ -21,6 +21,7 @@ import (
 
 	"loopx/bot"
 	"loopx/bot/sandbox"
+	"loopx/cmd/loopx/larkstore"
 	"loopx/router"
 	"loopx/store"
 	"loopx/store/storetest"
@@ -93,52 +94,6 @@ func (r *testRouter) HandleCardAction(ctx context.Context, a router.CardAction) 
 		return nil
 	})
 	return res, err
-}
-
-// storeOutbox adapts the store to bot.Outbox (cmd/loopx has the production twin).
-type storeOutbox struct{ st *store.Store }
-
-func (o storeOutbox) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]bot.OutboxMessage, error) {
-	cs, err := o.st.ClaimOutbox(ctx, owner, limit, lease)
-	out := make([]bot.OutboxMessage, len(cs))
-	for i, c := range cs {
-		out[i] = bot.OutboxMessage{ID: c.ID, UUID: c.UUID, Kind: c.Kind, ReceiveIDType: c.ReceiveIDType, ReceiveID: c.ReceiveID,
-			ReplyTo: c.ReplyTo, ReplyInThread: c.ReplyInThread, TargetMessage: c.TargetMessage, Content: c.Content,
-			Attempts: c.Attempts, CreatedAt: c.CreatedAt}
-	}
-	return out, err
-}
-func (o storeOutbox) MarkSent(ctx context.Context, id int64, mid string) error {
-	return o.st.MarkOutboxSent(ctx, id, mid)
-}
-func (o storeOutbox) MarkFailed(ctx context.Context, id int64, owner string, code int, reason string) error {
-	return o.st.MarkOutboxFailed(ctx, id, owner, code, reason)
-}
-func (o storeOutbox) Retry(ctx context.Context, id int64, owner string, after time.Duration, code int, reason string, count bool) error {
-	return o.st.RescheduleOutbox(ctx, id, owner, after, code, reason, count)
-}
-func (o storeOutbox) Release(ctx context.Context, owner string) error {
-	_, err := o.st.ReleaseOutboxClaims(ctx, owner)
-	return err
-}
-func (o storeOutbox) NextDue(ctx context.Context) (time.Duration, bool, error) {
-	return o.st.NextOutboxDue(ctx)
-}
-func (o storeOutbox) Listen(ctx context.Context, wake func()) error {
-	return o.st.ListenOutbox(ctx, wake)
-}
-
-type storeLimiter struct {
-	st     *store.Store
-	limits bot.RateLimits
-}
-
-func (l storeLimiter) Take(ctx context.Context, chat string) (time.Duration, error) {
-	ci, ai, ab := l.limits.Spacing()
-	return l.st.TakeSendSlot(ctx, []store.RateScope{
-		{Scope: "chat:" + chat, Interval: ci, Burst: 1},
-		{Scope: "app", Interval: ai, Burst: ab},
-	})
 }
 
 const (
@@ -238,7 +193,7 @@ func (e *env) startIntake(transport string) (*bot.Intake, string) {
 // startSender runs one sender (a replica) until the test ends.
 func (e *env) startSender(name string, limits bot.RateLimits) *bot.Sender {
 	t := e.t
-	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), storeOutbox{e.st}, storeLimiter{e.st, limits},
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: limits},
 		bot.SenderOptions{Owner: name, Logger: quietLogger(), RetryBase: 20 * time.Millisecond, Poll: 500 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))

@@ -12,6 +12,7 @@ import (
 
 	"loopx/bot"
 	"loopx/bot/sandbox"
+	"loopx/cmd/loopx/larkstore"
 )
 
 // checkExactlyOnce asserts the chat holds exactly the n texts "<prefix>NNN" in commit order.
@@ -90,7 +91,7 @@ func TestCommittedReplyIsSentWithin100ms(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
 	// A 10 s fallback poll: only the outbox notification can make these sends quick.
-	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), storeOutbox{e.st}, storeLimiter{e.st, bot.DefaultRateLimits},
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: bot.DefaultRateLimits},
 		bot.SenderOptions{Owner: "lat", Logger: quietLogger(), Poll: 10 * time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -215,7 +216,7 @@ func TestSenderShutdownFinishesInFlightAndReleases(t *testing.T) {
 	e.insertOutbox("text", chat, "slow", "sd-1")
 	e.insertOutbox("text", chat, "queued", "sd-2")
 	e.sb.FailNext(sandbox.RouteCreate, 1, sandbox.Fail{Delay: 800 * time.Millisecond})
-	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), storeOutbox{e.st}, storeLimiter{e.st, bot.DefaultRateLimits},
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: bot.DefaultRateLimits},
 		bot.SenderOptions{Owner: "sd", Logger: quietLogger()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -242,7 +243,7 @@ func TestWrongAppSecretFailsWithTheTokenCode(t *testing.T) {
 	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
 	cfg := e.cfg
 	cfg.AppSecret = "not-the-secret"
-	s, err := bot.NewSender(bot.NewClient(cfg, 5*time.Second), storeOutbox{e.st}, storeLimiter{e.st, bot.DefaultRateLimits},
+	s, err := bot.NewSender(bot.NewClient(cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: bot.DefaultRateLimits},
 		bot.SenderOptions{Owner: "bad", Logger: quietLogger(), MaxAttempts: 2, Poll: 100 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())

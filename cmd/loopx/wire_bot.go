@@ -18,6 +18,7 @@ import (
 
 	"loopx/bot"
 	"loopx/bot/sandbox"
+	"loopx/cmd/loopx/larkstore"
 	"loopx/router"
 	"loopx/scheduler"
 	"loopx/store"
@@ -88,7 +89,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	}
 
 	registerOutboxGauges(d)
-	sender, err := bot.NewSender(client, storeOutbox{d.store}, storeLimiter{d.store, bot.DefaultRateLimits}, bot.SenderOptions{
+	sender, err := bot.NewSender(client, larkstore.Outbox{Store: d.store}, larkstore.Limiter{Store: d.store, Limits: bot.DefaultRateLimits}, bot.SenderOptions{
 		Owner: replicaName(d), Logger: logger, Metrics: metrics, Now: d.now,
 		// Leave the http component a second of the shutdown grace after the last send.
 		Grace: shutdownGrace - 2*time.Second,
@@ -305,60 +306,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// storeOutbox adapts the store's outbox operations to bot.Outbox.
-type storeOutbox struct{ st *store.Store }
-
-func (o storeOutbox) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]bot.OutboxMessage, error) {
-	cs, err := o.st.ClaimOutbox(ctx, owner, limit, lease)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]bot.OutboxMessage, len(cs))
-	for i, c := range cs {
-		out[i] = bot.OutboxMessage{ID: c.ID, UUID: c.UUID, Kind: c.Kind, ReceiveIDType: c.ReceiveIDType,
-			ReceiveID: c.ReceiveID, ReplyTo: c.ReplyTo, ReplyInThread: c.ReplyInThread,
-			TargetMessage: c.TargetMessage, Content: c.Content, Attempts: c.Attempts, CreatedAt: c.CreatedAt}
-	}
-	return out, nil
-}
-
-func (o storeOutbox) MarkSent(ctx context.Context, id int64, larkMessageID string) error {
-	return o.st.MarkOutboxSent(ctx, id, larkMessageID)
-}
-
-func (o storeOutbox) MarkFailed(ctx context.Context, id int64, owner string, code int, reason string) error {
-	return o.st.MarkOutboxFailed(ctx, id, owner, code, reason)
-}
-
-func (o storeOutbox) Retry(ctx context.Context, id int64, owner string, after time.Duration, code int, reason string, count bool) error {
-	return o.st.RescheduleOutbox(ctx, id, owner, after, code, reason, count)
-}
-
-func (o storeOutbox) Release(ctx context.Context, owner string) error {
-	_, err := o.st.ReleaseOutboxClaims(ctx, owner)
-	return err
-}
-
-func (o storeOutbox) NextDue(ctx context.Context) (time.Duration, bool, error) {
-	return o.st.NextOutboxDue(ctx)
-}
-
-func (o storeOutbox) Listen(ctx context.Context, wake func()) error {
-	return o.st.ListenOutbox(ctx, wake)
-}
-
-// storeLimiter keeps Lark's send limits in PostgreSQL, shared by every replica.
-type storeLimiter struct {
-	st     *store.Store
-	limits bot.RateLimits
-}
-
-func (l storeLimiter) Take(ctx context.Context, chat string) (time.Duration, error) {
-	chatEvery, appEvery, appBurst := l.limits.Spacing()
-	return l.st.TakeSendSlot(ctx, []store.RateScope{
-		{Scope: "chat:" + chat, Interval: chatEvery, Burst: 1},
-		{Scope: "app", Interval: appEvery, Burst: appBurst},
-	})
 }
