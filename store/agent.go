@@ -144,19 +144,7 @@ func (s *Store) ListAgents(ctx context.Context, goalID string) ([]Agent, error) 
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", mapErr(err))
 	}
-	defer rows.Close()
-	var out []Agent
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list agents: %w", mapErr(err))
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list agents: %w", mapErr(err))
-	}
-	return out, nil
+	return collect(rows, "list agents", scanAgent)
 }
 
 // AgentByToken finds the agent a bearer token belongs to. An unknown token is ErrNotFound;

@@ -161,19 +161,7 @@ func LookupGoals(ctx context.Context, db DB) ([]Goal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list goals: %w", mapErr(err))
 	}
-	defer rows.Close()
-	var out []Goal
-	for rows.Next() {
-		g, err := scanGoalRow(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list goals: %w", mapErr(err))
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list goals: %w", mapErr(err))
-	}
-	return out, nil
+	return collect(rows, "list goals", scanGoalRow)
 }
 
 const lookupGoalColumns = `id, title, objective, owners, members, status, window_hours, allowed_slots,
@@ -246,19 +234,7 @@ func LookupOpenGates(ctx context.Context, db DB, goalID string) ([]Gate, error) 
 	if err != nil {
 		return nil, fmt.Errorf("list open gates: %w", mapErr(err))
 	}
-	defer rows.Close()
-	var out []Gate
-	for rows.Next() {
-		g, err := scanGateRow(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list open gates: %w", mapErr(err))
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list open gates: %w", mapErr(err))
-	}
-	return out, nil
+	return collect(rows, "list open gates", scanGateRow)
 }
 
 const lookupGateColumns = `id, goal_id, agent_id, kind, question, options, coalesce(todo_id, 0), status,

@@ -102,17 +102,5 @@ func (s *Store) ListEvidence(ctx context.Context, p ListEvidenceParams) ([]Evide
 	if err != nil {
 		return nil, fmt.Errorf("list evidence: %w", mapErr(err))
 	}
-	defer rows.Close()
-	var out []Evidence
-	for rows.Next() {
-		e, err := scanEvidence(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list evidence: %w", mapErr(err))
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list evidence: %w", mapErr(err))
-	}
-	return out, nil
+	return collect(rows, "list evidence", scanEvidence)
 }

@@ -328,17 +328,5 @@ func (s *Store) ListGates(ctx context.Context, p ListGatesParams) ([]Gate, error
 	if err != nil {
 		return nil, fmt.Errorf("list gates: %w", mapErr(err))
 	}
-	defer rows.Close()
-	var out []Gate
-	for rows.Next() {
-		g, err := scanGate(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list gates: %w", mapErr(err))
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list gates: %w", mapErr(err))
-	}
-	return out, nil
+	return collect(rows, "list gates", scanGate)
 }

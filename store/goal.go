@@ -143,19 +143,7 @@ func (s *Store) ListGoals(ctx context.Context, p ListGoalsParams) ([]Goal, error
 	if err != nil {
 		return nil, fmt.Errorf("list goals: %w", mapErr(err))
 	}
-	defer rows.Close()
-	var out []Goal
-	for rows.Next() {
-		g, err := scanGoal(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list goals: %w", mapErr(err))
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list goals: %w", mapErr(err))
-	}
-	return out, nil
+	return collect(rows, "list goals", scanGoal)
 }
 
 func listLimit(n int) (int, error) {

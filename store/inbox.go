@@ -82,19 +82,7 @@ func scanInbox(row pgx.Row) (InboxItem, error) {
 }
 
 func collectInbox(rows pgx.Rows, what string) ([]InboxItem, error) {
-	defer rows.Close()
-	var out []InboxItem
-	for rows.Next() {
-		it, err := scanInbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, mapErr(err))
-		}
-		out = append(out, it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, mapErr(err))
-	}
-	return out, nil
+	return collect(rows, what, scanInbox)
 }
 
 // lockAgentInbox serialises drains of one agent's inbox for the rest of the transaction, so

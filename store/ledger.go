@@ -239,19 +239,7 @@ func (s *Store) ListLedger(ctx context.Context, goalID, kind string, afterID int
 	if err != nil {
 		return nil, fmt.Errorf("list ledger: %w", mapErr(err))
 	}
-	defer rows.Close()
-	var out []LedgerEntry
-	for rows.Next() {
-		e, err := scanLedger(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list ledger: %w", mapErr(err))
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list ledger: %w", mapErr(err))
-	}
-	return out, nil
+	return collect(rows, "list ledger", scanLedger)
 }
 
 // ListAudit lists a goal's audit rows ("" = all goals), oldest first.
@@ -276,17 +264,11 @@ func queryAudit(ctx context.Context, db DB, sql string, args ...any) ([]Audit, e
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", mapErr(err))
 	}
-	defer rows.Close()
-	var out []Audit
-	for rows.Next() {
-		var a Audit
-		if err := rows.Scan(&a.ID, &a.At, &a.Actor, &a.Surface, &a.Action, &a.GoalID, &a.Target, &a.Allowed, &a.Detail); err != nil {
-			return nil, fmt.Errorf("list audit: %w", mapErr(err))
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list audit: %w", mapErr(err))
-	}
-	return out, nil
+	return collect(rows, "list audit", scanAudit)
+}
+
+func scanAudit(row pgx.Row) (Audit, error) {
+	var a Audit
+	err := row.Scan(&a.ID, &a.At, &a.Actor, &a.Surface, &a.Action, &a.GoalID, &a.Target, &a.Allowed, &a.Detail)
+	return a, err
 }

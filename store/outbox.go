@@ -135,19 +135,7 @@ func queryOutbox(ctx context.Context, db DB, what, sql string, args ...any) ([]O
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, mapErr(err))
 	}
-	defer rows.Close()
-	var out []OutboxRecord
-	for rows.Next() {
-		r, err := scanOutbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, mapErr(err))
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, mapErr(err))
-	}
-	return out, nil
+	return collect(rows, what, scanOutbox)
 }
 
 // OutboxByLarkMessage finds the row the bot sent as Lark message id (thread routing, "is this

@@ -120,19 +120,7 @@ func (s *Store) ListTodos(ctx context.Context, p ListTodosParams) ([]Todo, error
 	if err != nil {
 		return nil, fmt.Errorf("list todos: %w", mapErr(err))
 	}
-	defer rows.Close()
-	var out []Todo
-	for rows.Next() {
-		t, err := scanTodo(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list todos: %w", mapErr(err))
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list todos: %w", mapErr(err))
-	}
-	return out, nil
+	return collect(rows, "list todos", scanTodo)
 }
 
 // ClaimTodo claims a todo for an agent. The row is locked, so of concurrent claimants exactly
