@@ -70,6 +70,7 @@ type Chat struct {
 	opts   Options
 	admins map[string]bool
 	log    *slog.Logger
+	bound  *boundBatcher
 }
 
 // New checks opts and returns a Chat.
@@ -129,7 +130,9 @@ func New(st *store.Store, opts Options) (*Chat, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new chat router: %w", err)
 	}
-	return &Chat{st: st, ib: ib, tpl: tpl, opts: opts, admins: admins, log: opts.Logger}, nil
+	bound := &boundBatcher{st: st, log: opts.Logger.WarnContext, opts: store.BoundOptions{
+		EventType: eventMessage, MaxPending: ib.Options().MaxPending, Receipt: ReceiptEmoji}}
+	return &Chat{st: st, ib: ib, tpl: tpl, opts: opts, admins: admins, log: opts.Logger, bound: bound}, nil
 }
 
 // Inbox returns the inbox the router enqueues into (same options), for the API to share.
@@ -160,6 +163,9 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	}
 	if m.SenderIsBot || m.SenderID == "" || m.SenderID == c.opts.BotOpenID {
 		return nil // bots, this one included, never drive the router
+	}
+	if c.enqueueBound(ctx, m) {
+		return nil
 	}
 	var dup bool
 	err := c.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -203,13 +209,8 @@ func (c *Chat) duplicate(ctx context.Context, eventType string) {
 // addressed: in a group only a mention of the bot (by id) or a reply to one of its messages
 // counts; in a direct chat everything does.
 func (t *turn) addressed(ctx context.Context) (bool, error) {
-	if t.m.ChatType == ChatP2P {
+	if t.m.ChatType == ChatP2P || t.mentionsBot() {
 		return true, nil
-	}
-	for _, mn := range t.m.Mentions {
-		if mn.OpenID == t.c.opts.BotOpenID {
-			return true, nil
-		}
 	}
 	for _, id := range []string{t.m.ParentID, t.m.RootID} {
 		if id == "" {
@@ -224,6 +225,10 @@ func (t *turn) addressed(ctx context.Context) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+func (t *turn) mentionsBot() bool {
+	return slices.ContainsFunc(t.m.Mentions, func(mn Mention) bool { return mn.OpenID == t.c.opts.BotOpenID })
 }
 
 // text returns the message text with the bot's mention removed and other mentions shown by

@@ -1,0 +1,176 @@
+package router
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"loopx/store"
+)
+
+// enqueueBound takes the fast path (store.EnqueueBound, group-committed) for the most common
+// message: plain text, not in a thread, addressed to the bot, in a chat with one whole-chat
+// binding, answered with the receipt reaction. It returns false, having written nothing, for
+// anything else (commands, address tokens, steers, threads, text over the bound, strangers,
+// duplicates), which the transactional path then decides. Both paths commit the same rows for
+// a message the fast one takes (TestFastPathMatchesGeneralPath).
+func (c *Chat) enqueueBound(ctx context.Context, m Message) bool {
+	if _, inTx := c.st.Conn(ctx).(pgx.Tx); inTx {
+		return false // a batch commits on its own, never inside a caller's transaction
+	}
+	if m.RootID != "" || m.ParentID != "" || c.opts.Receipt != ReceiptReaction {
+		return false
+	}
+	t := &turn{c: c, m: m}
+	if m.ChatType != ChatP2P && !t.mentionsBot() {
+		return false
+	}
+	p, err := Parse(t.text())
+	if err != nil || p.Command != "" || p.Addr != nil || p.Mode == store.ModeSteer || c.ib.CheckText(p.Text) != nil {
+		return false
+	}
+	return c.bound.enqueue(ctx, store.BoundMessage{
+		EventID: m.EventID, ChatID: m.ChatID, MessageID: m.MessageID, Sender: m.SenderID,
+		Admin: c.admins[m.SenderID], Mode: p.Mode, Text: p.Text,
+	})
+}
+
+// Group commit for the fast path. Measured on two cores, one statement per message reached
+// about 2,000 messages/s at 8 concurrent senders against 5,000 single-row inserts/s; batches
+// of 8 in one statement reached 5,000–7,700. Batching needs no timer: while up to
+// maxBoundInFlight statements run, arriving messages wait, and the next statement takes all of
+// them, so batches grow with the load and a lone message goes at once.
+const (
+	maxBoundInFlight = 1
+	maxBoundBatch    = 64
+	boundTimeout     = 3 * time.Second // Lark's answer window
+)
+
+// boundBatcher runs the fast path's statements. It owns no goroutine: a caller that finds a
+// statement slot free leads, running batches until its own message is decided, then hands
+// the slot to the oldest waiting caller. Every waiter is woken by the batch that decides it.
+type boundBatcher struct {
+	st   *store.Store
+	opts store.BoundOptions
+	log  func(ctx context.Context, msg string, args ...any)
+
+	mu       sync.Mutex
+	waiting  []*boundCall
+	inFlight int
+}
+
+type boundCall struct {
+	msg  store.BoundMessage
+	wake chan struct{} // capacity 1: "look at lead and done again"
+	// Guarded by boundBatcher.mu.
+	lead, done, taken bool
+}
+
+// enqueue reports whether m was written by the fast path. false means nothing was written for
+// it (not eligible, or the batch failed) and the caller must take the general path.
+func (b *boundBatcher) enqueue(ctx context.Context, m store.BoundMessage) bool {
+	call := &boundCall{msg: m, wake: make(chan struct{}, 1)}
+	b.mu.Lock()
+	b.waiting = append(b.waiting, call)
+	if b.inFlight < maxBoundInFlight {
+		b.inFlight++
+		call.lead = true
+	}
+	b.mu.Unlock()
+	for {
+		b.mu.Lock()
+		lead, done, taken := call.lead, call.done, call.taken
+		b.mu.Unlock()
+		if lead {
+			return b.leadUntil(ctx, call)
+		}
+		if done {
+			return taken
+		}
+		<-call.wake
+	}
+}
+
+// leadUntil runs batches from the head of the queue until self is decided, then passes the
+// statement slot on.
+func (b *boundBatcher) leadUntil(ctx context.Context, self *boundCall) bool {
+	for {
+		b.mu.Lock()
+		if self.done {
+			taken := self.taken
+			b.handOver()
+			b.mu.Unlock()
+			return taken
+		}
+		batch := b.take()
+		b.mu.Unlock()
+		taken := b.run(ctx, batch)
+		b.mu.Lock()
+		for i, call := range batch {
+			call.done, call.taken = true, taken[i]
+			if call != self {
+				signal(call)
+			}
+		}
+		b.mu.Unlock()
+	}
+}
+
+// handOver passes a finished leader's slot to the oldest waiting call that does not lead
+// yet, or frees it. Called with mu held.
+func (b *boundBatcher) handOver() {
+	for _, call := range b.waiting {
+		if !call.lead {
+			call.lead = true
+			signal(call)
+			return
+		}
+	}
+	b.inFlight--
+}
+
+// take removes the next batch from the queue: at most maxBoundBatch calls, and no event or
+// message twice (a repeat waits for the next batch, where the first one's commit makes it a
+// duplicate for the general path). Called with mu held.
+func (b *boundBatcher) take() []*boundCall {
+	var batch, rest []*boundCall
+	seen := map[string]bool{}
+	for _, call := range b.waiting {
+		ev, msg := "e:"+call.msg.EventID, "m:"+call.msg.MessageID
+		if len(batch) == maxBoundBatch || seen[ev] || seen[msg] {
+			rest = append(rest, call)
+			continue
+		}
+		seen[ev], seen[msg] = true, true
+		batch = append(batch, call)
+	}
+	b.waiting = rest
+	return batch
+}
+
+// run writes one batch. A failed statement wrote nothing, so every message of it is left to
+// the general path, which reports any lasting fault (a database that is down) itself.
+func (b *boundBatcher) run(ctx context.Context, batch []*boundCall) []bool {
+	msgs := make([]store.BoundMessage, len(batch))
+	for i, call := range batch {
+		msgs[i] = call.msg
+	}
+	// The batch is everyone's: one caller giving up must not fail the others' messages.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), boundTimeout)
+	defer cancel()
+	taken, err := store.EnqueueBound(ctx, b.st.Pool(), b.opts, msgs)
+	if err != nil {
+		b.log(ctx, "fast path batch not written; its messages take the general path", "messages", len(msgs), "err", err)
+		return make([]bool, len(batch))
+	}
+	return taken
+}
+
+func signal(call *boundCall) {
+	select {
+	case call.wake <- struct{}{}:
+	default: // a wake-up is already pending; the waiter rereads the state
+	}
+}

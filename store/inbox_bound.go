@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// BoundMessage is a chat message for the agent of the chat's one whole-chat binding: the
+// common case of chat traffic, which EnqueueBound writes without a transaction of its own.
+type BoundMessage struct {
+	EventID   string // Lark's event id, recorded in lark_event
+	ChatID    string
+	MessageID string
+	Sender    string // open_id
+	Admin     bool   // the sender is a service admin: may message any goal
+	Mode      string // inbox or queue; steer needs the live turn and never comes here
+	Text      string
+}
+
+// BoundOptions is what every message of one EnqueueBound call shares.
+type BoundOptions struct {
+	EventType string
+	// MaxPending bounds each agent's unacknowledged items, as for InsertInboxItem.
+	MaxPending int
+	// Receipt is the reaction (emoji type) put on a message once it is accepted.
+	Receipt string
+}
+
+// abortCode is the SQLSTATE loopx_abort raises (migration 00012).
+const abortCode = "LX001"
+
+// ErrBoundAborted reports that EnqueueBound's statement undid itself: nothing was written, and
+// every message must take the general path.
+var ErrBoundAborted = errors.New("enqueue bound messages: aborted, nothing written")
+
+// EnqueueBound writes the whole effect of each message in one statement: its event id, its
+// inbox item, the audit row and the receipt reaction's outbox row. Batching several messages
+// into one statement (one commit) is what lets the chat keep up with a burst: every client
+// round trip and commit costs about as much as the rows themselves.
+//
+// A message is taken only when its chat has exactly one whole-chat binding, the sender is an
+// owner, member or admin of that goal, the agent resolves (the binding's, else the goal's
+// default, else its only agent), the agent's inbox is below MaxPending, the message is not
+// already an item and its event is new. taken[i] reports message i; a message not taken had
+// nothing written for it, and the caller decides it on the general, transactional path (which
+// also answers duplicates). Event and message ids must be distinct within one call. On any
+// error nothing at all was written.
+func EnqueueBound(ctx context.Context, db DB, opts BoundOptions, msgs []BoundMessage) (taken []bool, err error) {
+	if opts.EventType == "" || opts.Receipt == "" {
+		return nil, Errorf(ErrInvalid, "event_type", "event type and receipt are required")
+	}
+	n := len(msgs)
+	events, chats, messages, senders, modes, texts, uuids :=
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n)
+	admins := make([]bool, n)
+	for i, m := range msgs {
+		switch {
+		case m.EventID == "" || len(m.EventID) > 200:
+			return nil, Errorf(ErrInvalid, "event_id", "must be 1 to 200 characters")
+		case m.ChatID == "" || m.MessageID == "" || m.Sender == "":
+			return nil, Errorf(ErrInvalid, "chat_id", "chat, message and sender are required")
+		case m.Mode != ModeInbox && m.Mode != ModeQueue:
+			return nil, Errorf(ErrInvalid, "mode", "%q is not inbox or queue", m.Mode)
+		case m.Text == "":
+			return nil, Errorf(ErrInvalid, "text", "is empty; there is nothing to deliver")
+		}
+		events[i], chats[i], messages[i], senders[i], admins[i], modes[i], texts[i], uuids[i] =
+			m.EventID, m.ChatID, m.MessageID, m.Sender, m.Admin, m.Mode, m.Text, newUUID()
+	}
+	// Every CTE sees one snapshot; rows flow msg → ok → ev → item → audit and receipt, so a
+	// message written at all is written whole. ev skips redelivered events. An item insert
+	// that loses a race on its source message after ev wrote aborts the whole statement, as
+	// the inbox bound is checked against the snapshot, concurrent writers at the bound may pass
+	// it by at most their number (as in InsertInboxItem).
+	rows, err := db.Query(ctx, `
+		WITH msg AS (
+		    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[],
+		                         $6::text[], $7::text[], $8::text[])
+		        WITH ORDINALITY AS m(event_id, chat_id, message_id, sender, admin, mode, text, uuid, n)
+		), bound AS (
+		    SELECT m.n, b.goal_id, b.agent_id, count(*) OVER (PARTITION BY m.n) AS bindings
+		    FROM msg m JOIN binding b ON b.chat_id = m.chat_id AND b.thread_root = ''
+		), target AS (
+		    SELECT m.*, b.goal_id,
+		           CASE WHEN b.agent_id <> '' THEN
+		                    (SELECT a.id FROM agent a WHERE a.goal_id = b.goal_id AND a.id = b.agent_id)
+		                ELSE coalesce(
+		                    (SELECT a.id FROM agent a WHERE a.goal_id = b.goal_id AND a.is_default),
+		                    (SELECT min(a.id) FROM agent a WHERE a.goal_id = b.goal_id HAVING count(*) = 1))
+		           END AS agent_id
+		    FROM msg m JOIN bound b ON b.n = m.n AND b.bindings = 1 JOIN goal g ON g.id = b.goal_id
+		    WHERE m.admin OR m.sender = ANY (g.owners) OR m.sender = ANY (g.members)
+		), ok AS (
+		    SELECT t.* FROM target t
+		    WHERE t.agent_id IS NOT NULL
+		      AND ($9::int <= 0 OR (SELECT count(*) FROM (SELECT FROM inbox_item i
+		           WHERE i.goal_id = t.goal_id AND i.agent_id = t.agent_id
+		             AND i.state IN ('pending', 'delivered') LIMIT $9::int) waiting) < $9::int)
+		      -- A scalar subquery, not NOT EXISTS: the planner would make that an anti join
+		      -- and hash the whole table.
+		      AND (SELECT i.id FROM inbox_item i WHERE i.source_message = t.message_id
+		           AND i.source_message <> '' AND i.goal_id = t.goal_id AND i.agent_id = t.agent_id LIMIT 1) IS NULL
+		), ev AS (
+		    INSERT INTO lark_event (event_id, event_type) SELECT event_id, $10 FROM ok ORDER BY n
+		    ON CONFLICT (event_id) DO NOTHING
+		    RETURNING event_id
+		), item AS (
+		    INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender, source_chat, source_message)
+		    SELECT ok.goal_id, ok.agent_id, ok.mode, ok.text, ok.sender, ok.chat_id, ok.message_id
+		    FROM ok JOIN ev USING (event_id) ORDER BY ok.n
+		    ON CONFLICT (source_message, goal_id, agent_id) WHERE source_message <> '' DO NOTHING
+		    RETURNING id, goal_id, agent_id, source_message
+		), done AS (
+		    SELECT ok.n, ok.event_id, ok.sender, ok.chat_id, ok.message_id, ok.mode, ok.uuid,
+		           item.id, item.goal_id, item.agent_id
+		    FROM item JOIN ok ON ok.message_id = item.source_message
+		                     AND ok.goal_id = item.goal_id AND ok.agent_id = item.agent_id
+		), audited AS (
+		    INSERT INTO audit (actor, surface, action, goal_id, target, allowed, detail)
+		    SELECT sender, 'chat', 'chat.message', goal_id, 'inbox:' || id, true,
+		           jsonb_build_object('agent_id', agent_id, 'mode', mode, 'session_id', '')
+		    FROM done ORDER BY n
+		), receipt AS (
+		    INSERT INTO outbox (uuid, dedupe_key, kind, receive_id, target_message, content, goal_id, agent_id)
+		    SELECT uuid, 'evt:' || event_id || ':receipt', 'reaction', chat_id, message_id, $11,
+		           goal_id, agent_id
+		    FROM done ORDER BY n
+		)
+		SELECT n FROM done
+		UNION ALL
+		SELECT loopx_abort('an inbox item appeared concurrently for a message of this batch')
+		WHERE (SELECT count(*) FROM ev) <> (SELECT count(*) FROM item)`,
+		events, chats, messages, senders, admins, modes, texts, uuids,
+		opts.MaxPending, opts.EventType, opts.Receipt)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue bound messages: %w", mapErr(err))
+	}
+	defer rows.Close()
+	taken = make([]bool, n)
+	for rows.Next() {
+		var i int64
+		if err := rows.Scan(&i); err != nil {
+			return nil, fmt.Errorf("enqueue bound messages: %w", mapErr(err))
+		}
+		taken[i-1] = true
+	}
+	if err := rows.Err(); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == abortCode {
+			return nil, ErrBoundAborted
+		}
+		return nil, fmt.Errorf("enqueue bound messages: %w", mapErr(err))
+	}
+	return taken, nil
+}

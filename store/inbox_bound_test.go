@@ -1,0 +1,173 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"loopx/store"
+	"loopx/store/storetest"
+)
+
+var boundOpts = store.BoundOptions{EventType: "im.message.receive_v1", MaxPending: 3, Receipt: "OK"}
+
+// boundFixture: chat "oc_one" bound to goal one (owner ou_o, member ou_m; agents a and the
+// default b, binding without agent); "oc_named" bound to one/a by name; "oc_two" bound to
+// goals one and two; "oc_pair" bound to goal pair, which has two agents and no default;
+// "oc_gone" bound to goal one's agent "x", which does not exist; "oc_none" unbound.
+func boundFixture(t *testing.T) *store.Store {
+	t.Helper()
+	st := storetest.New(t, store.Options{})
+	ctx := t.Context()
+	for _, g := range []store.CreateGoalParams{
+		{ID: "one", Owners: []string{"ou_o"}, Members: []string{"ou_m"}, HeartbeatSpec: "@every 1h", Meta: sys},
+		{ID: "two", Owners: []string{"ou_o"}, Meta: sys},
+		{ID: "pair", Owners: []string{"ou_o"}, Meta: sys},
+	} {
+		_, err := st.CreateGoal(ctx, g)
+		require.NoError(t, err)
+	}
+	for _, a := range []store.RegisterAgentParams{
+		{GoalID: "one", AgentID: "a"}, {GoalID: "one", AgentID: "b", IsDefault: true},
+		{GoalID: "two", AgentID: "solo"}, {GoalID: "pair", AgentID: "p1"}, {GoalID: "pair", AgentID: "p2"},
+	} {
+		a.Meta = sys
+		_, err := st.RegisterAgent(ctx, a)
+		require.NoError(t, err)
+	}
+	// The first agent of a goal becomes its default; pair is made to have none.
+	_, err := st.Pool().Exec(ctx, `UPDATE agent SET is_default = false WHERE goal_id = 'pair'`)
+	require.NoError(t, err)
+	for _, b := range [][3]string{
+		{"oc_one", "one", ""}, {"oc_named", "one", "a"}, {"oc_two", "one", ""}, {"oc_two", "two", ""},
+		{"oc_pair", "pair", ""}, {"oc_gone", "one", "x"}, {"oc_solo", "two", ""},
+	} {
+		_, err := st.Pool().Exec(ctx, `INSERT INTO binding (chat_id, goal_id, agent_id, created_by) VALUES ($1, $2, $3, 'ou_o')`, b[0], b[1], b[2])
+		require.NoError(t, err)
+	}
+	return st
+}
+
+func boundMsg(n int, chat, sender string) store.BoundMessage {
+	return store.BoundMessage{EventID: fmt.Sprintf("ev_%d", n), ChatID: chat, MessageID: fmt.Sprintf("om_%d", n),
+		Sender: sender, Mode: store.ModeInbox, Text: fmt.Sprintf("message %d", n)}
+}
+
+// EnqueueBound takes exactly the messages whose routing is the plain case, writes each one's
+// event, item, audit row and receipt, and writes nothing at all for the others.
+func TestEnqueueBoundTakesOnlyThePlainCase(t *testing.T) {
+	t.Parallel()
+	st := boundFixture(t)
+	ctx := t.Context()
+	admin := boundMsg(5, "oc_pair", "ou_admin")
+	admin.ChatID, admin.Admin = "oc_named", true
+	msgs := []store.BoundMessage{
+		boundMsg(1, "oc_one", "ou_o"),     // owner, goal default agent b
+		boundMsg(2, "oc_named", "ou_m"),   // member, the binding's agent a
+		boundMsg(3, "oc_solo", "ou_o"),    // the goal's only agent
+		boundMsg(4, "oc_one", "ou_stray"), // stranger: general path (refusal)
+		admin,                             // admin of the service
+		boundMsg(6, "oc_two", "ou_o"),     // two bindings: general path (ambiguous)
+		boundMsg(7, "oc_pair", "ou_o"),    // two agents, no default: general path (which?)
+		boundMsg(8, "oc_gone", "ou_o"),    // bound agent missing: general path
+		boundMsg(9, "oc_none", "ou_o"),    // unbound: general path
+		{EventID: "ev_10", ChatID: "oc_one", MessageID: "om_10", Sender: "ou_o", Mode: store.ModeQueue, Text: "queued"},
+	}
+	_, err := st.Pool().Exec(ctx, `UPDATE schedule SET rearm = false`)
+	require.NoError(t, err)
+	taken, err := store.EnqueueBound(ctx, st.Pool(), boundOpts, msgs)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true, false, true, false, false, false, false, true}, taken)
+
+	type row struct{ Goal, Agent, Mode, Text, Sender, Chat, Msg string }
+	var items []row
+	rows, err := st.Pool().Query(ctx, `SELECT goal_id, agent_id, mode, text, sender, source_chat, source_message
+		FROM inbox_item ORDER BY id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var r row
+		require.NoError(t, rows.Scan(&r.Goal, &r.Agent, &r.Mode, &r.Text, &r.Sender, &r.Chat, &r.Msg))
+		items = append(items, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []row{
+		{"one", "b", "inbox", "message 1", "ou_o", "oc_one", "om_1"},
+		{"one", "a", "inbox", "message 2", "ou_m", "oc_named", "om_2"},
+		{"two", "solo", "inbox", "message 3", "ou_o", "oc_solo", "om_3"},
+		{"one", "a", "inbox", "message 5", "ou_admin", "oc_named", "om_5"},
+		{"one", "b", "queue", "queued", "ou_o", "oc_one", "om_10"},
+	}, items, "items in batch order, each routed as the general path would")
+
+	require.Equal(t, 5, countRows(t, st, `SELECT count(*) FROM lark_event`), "events of taken messages only")
+	var detail json.RawMessage
+	var target, actor string
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT actor, target, detail FROM audit
+		WHERE action = 'chat.message' AND actor = 'ou_m'`).Scan(&actor, &target, &detail))
+	var itemID int64
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT id FROM inbox_item WHERE source_message = 'om_2'`).Scan(&itemID))
+	require.Equal(t, fmt.Sprintf("inbox:%d", itemID), target)
+	require.JSONEq(t, `{"agent_id":"a","mode":"inbox","session_id":""}`, string(detail))
+	require.Equal(t, 5, countRows(t, st, `SELECT count(*) FROM audit WHERE action = 'chat.message' AND allowed`))
+	require.Equal(t, 5, countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction' AND content = 'OK'
+		AND dedupe_key = 'evt:' || replace(target_message, 'om_', 'ev_') || ':receipt'`), "one receipt per taken message")
+	var rearmed []string
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(goal_id || '/' || agent_id ORDER BY agent_id), '{}')
+		FROM schedule WHERE rearm`).Scan(&rearmed))
+	require.Equal(t, []string{"one/a", "one/b"}, rearmed,
+		"new work rearms the heartbeats of the agents it is for (two/solo has no heartbeat)")
+}
+
+// A redelivered event, a message already in the inbox and a full inbox are all left to the
+// general path, with nothing written.
+func TestEnqueueBoundLeavesRepeatsAndFullInboxes(t *testing.T) {
+	t.Parallel()
+	st := boundFixture(t)
+	ctx := t.Context()
+	first := []store.BoundMessage{boundMsg(1, "oc_one", "ou_o"), boundMsg(2, "oc_one", "ou_o"), boundMsg(3, "oc_one", "ou_o")}
+	taken, err := store.EnqueueBound(ctx, st.Pool(), boundOpts, first)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true}, taken)
+	before := countRows(t, st, `SELECT (SELECT count(*) FROM lark_event) + (SELECT count(*) FROM inbox_item)
+		+ (SELECT count(*) FROM audit) + (SELECT count(*) FROM outbox)`)
+
+	sameMessageNewEvent := boundMsg(2, "oc_one", "ou_o")
+	sameMessageNewEvent.EventID = "ev_other"
+	full := boundMsg(4, "oc_one", "ou_o") // one/b holds MaxPending (3) items now
+	otherAgent := boundMsg(5, "oc_named", "ou_o")
+	taken, err = store.EnqueueBound(ctx, st.Pool(), boundOpts, []store.BoundMessage{first[0], sameMessageNewEvent, full, otherAgent})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false, false, true}, taken)
+	after := countRows(t, st, `SELECT (SELECT count(*) FROM lark_event) + (SELECT count(*) FROM inbox_item)
+		+ (SELECT count(*) FROM audit) + (SELECT count(*) FROM outbox)`)
+	require.Equal(t, before+4, after, "only the message for the other agent wrote its four rows")
+}
+
+// Bad input is refused before anything is written.
+func TestEnqueueBoundValidates(t *testing.T) {
+	t.Parallel()
+	st := boundFixture(t)
+	ctx := t.Context()
+	for name, m := range map[string]store.BoundMessage{
+		"no event": {ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "inbox", Text: "x"},
+		"no chat":  {EventID: "e", MessageID: "om", Sender: "ou_o", Mode: "inbox", Text: "x"},
+		"steer":    {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "steer", Text: "x"},
+		"no text":  {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "inbox"},
+	} {
+		_, err := store.EnqueueBound(ctx, st.Pool(), boundOpts, []store.BoundMessage{boundMsg(1, "oc_one", "ou_o"), m})
+		require.ErrorIs(t, err, store.ErrInvalid, name)
+	}
+	_, err := store.EnqueueBound(ctx, st.Pool(), store.BoundOptions{}, []store.BoundMessage{boundMsg(1, "oc_one", "ou_o")})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	require.Zero(t, countRows(t, st, `SELECT count(*) FROM inbox_item`))
+	require.Zero(t, countRows(t, st, `SELECT count(*) FROM lark_event`))
+}
+
+func countRows(t *testing.T, st *store.Store, sql string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, st.Pool().QueryRow(context.Background(), sql).Scan(&n))
+	return n
+}
