@@ -38,6 +38,11 @@ import (
 // item, receipt outbox row in one transaction); LOOPX_BENCH_HANDLER=standin uses the lighter
 // test stand-in, =noop the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
 // results table; BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost.
+//
+// LOOPX_BENCH_SERVE=<absolute path to a loopx binary> pushes the same events to a real
+// `loopx serve` child (HTTP transport, Lark sandbox in this process for the tenant token, bot
+// info and receipt reactions) instead of an intake in this process, and reports the child's
+// peak RSS too.
 func TestIngestBenchmark(t *testing.T) {
 	if os.Getenv("LOOPX_BENCH") == "" {
 		t.Skip("set LOOPX_BENCH=1 to run the ingest benchmark")
@@ -46,62 +51,67 @@ func TestIngestBenchmark(t *testing.T) {
 	if err != nil {
 		t.Skip("pgbench not installed (Debian: postgresql-client / postgresql-contrib)")
 	}
+	serveBin := os.Getenv("LOOPX_BENCH_SERVE")
+	if serveBin != "" && os.Getenv("LOOPX_BENCH_HANDLER") != "" {
+		t.Fatal("LOOPX_BENCH_HANDLER chooses the in-process handler; unset it with LOOPX_BENCH_SERVE (serve runs the real router)")
+	}
 	var errSample sampleLog
 	url := storetest.NewDatabase(t)
 	pool, err := store.Open(t.Context(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	st := store.New(pool, store.Options{})
-	// The real router by default: each event commits its id, an inbox item for the bound
-	// goal's agent, and the receipt reaction's outbox row in one transaction.
-	var h bot.EventHandler = &testRouter{st: st}
-	switch os.Getenv("LOOPX_BENCH_HANDLER") {
-	case "standin":
-	case "noop": // the intake alone: verification, decryption, parsing, no database
-		h = noopHandler{}
-	default:
-		ctx := t.Context()
-		for g := range benchGoals {
-			id := fmt.Sprintf("g%02d", g)
-			_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: id, Owners: []string{"ou_bench"}, Meta: setupMeta})
+
+	var tgt ingestTarget
+	checkCommitted := true // every handler but noop commits each event's id
+	if serveBin != "" {
+		createBenchGoals(t, st)
+		tgt = serveTarget(t, serveBin, url)
+	} else {
+		// The real router by default: each event commits its id, an inbox item for the bound
+		// goal's agent, and the receipt reaction's outbox row in one transaction.
+		var h bot.EventHandler = &testRouter{st: st}
+		switch os.Getenv("LOOPX_BENCH_HANDLER") {
+		case "standin":
+		case "noop": // the intake alone: verification, decryption, parsing, no database
+			h, checkCommitted = noopHandler{}, false
+		default:
+			createBenchGoals(t, st)
+			chat, err := router.New(st, router.Options{BotOpenID: "ou_bot", Logger: quietLogger(),
+				Inbox: inbox.Options{MaxPending: 1 << 30}})
 			require.NoError(t, err)
-			_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: id, AgentID: "codex", IsDefault: true, Meta: setupMeta})
-			require.NoError(t, err)
-			_, err = pool.Exec(ctx, `INSERT INTO binding (chat_id, goal_id, agent_id, created_by) VALUES ($1, $2, 'codex', 'ou_bench')`,
-				fmt.Sprintf("oc_bench_%02d", g), id)
-			require.NoError(t, err)
+			h = chat
 		}
-		chat, err := router.New(st, router.Options{BotOpenID: "ou_bot", Logger: quietLogger(),
-			Inbox: inbox.Options{MaxPending: 1 << 30}})
+		cfg := bot.Config{AppID: "cli_bench", AppSecret: "s", VerificationToken: testToken, EncryptKey: testKey,
+			BaseURL: "http://127.0.0.1:1", Transport: bot.TransportHTTP}
+		in, err := bot.NewIntake(cfg, h, bot.IntakeOptions{Logger: slog.New(slog.NewTextHandler(&errSample, &slog.HandlerOptions{Level: slog.LevelError}))})
 		require.NoError(t, err)
-		h = chat
+		mux := http.NewServeMux()
+		mux.Handle("POST /lark/events", in.EventsHandler())
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		tgt = ingestTarget{eventsURL: srv.URL + "/lark/events", appID: cfg.AppID, botOpenID: "ou_bot",
+			messageID: func(n int64, _ string) string { return fmt.Sprintf("om_bench_%d", n) }}
 	}
-	cfg := bot.Config{AppID: "cli_bench", AppSecret: "s", VerificationToken: testToken, EncryptKey: testKey,
-		BaseURL: "http://127.0.0.1:1", Transport: bot.TransportHTTP}
-	in, err := bot.NewIntake(cfg, h, bot.IntakeOptions{Logger: slog.New(slog.NewTextHandler(&errSample, &slog.HandlerOptions{Level: slog.LevelError}))})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("POST /lark/events", in.EventsHandler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
 
 	var seq atomic.Int64
 	var failed atomic.Int64
 	build := func() *http.Request {
 		n := seq.Add(1)
+		chatID := fmt.Sprintf("oc_bench_%02d", n%benchGoals)
 		payload, _ := json.Marshal(map[string]any{"schema": "2.0",
 			"header": map[string]any{"event_id": fmt.Sprintf("ev_bench_%d", n), "event_type": "im.message.receive_v1",
-				"token": testToken, "create_time": "1700000000000", "app_id": cfg.AppID, "tenant_key": "t"},
+				"token": testToken, "create_time": "1700000000000", "app_id": tgt.appID, "tenant_key": "t"},
 			"event": map[string]any{
 				"sender": map[string]any{"sender_id": map[string]any{"open_id": "ou_bench"}, "sender_type": "user"},
-				"message": map[string]any{"message_id": fmt.Sprintf("om_bench_%d", n), "chat_id": fmt.Sprintf("oc_bench_%02d", n%benchGoals), "chat_type": "group",
+				"message": map[string]any{"message_id": tgt.messageID(n, chatID), "chat_id": chatID, "chat_type": "group",
 					"message_type": "text", "content": fmt.Sprintf(`{"text":"@_user_1 please look at build %d"}`, n), "create_time": "1700000000000",
-					"mentions": []any{map[string]any{"key": "@_user_1", "id": map[string]any{"open_id": "ou_bot"}, "name": "LoopX"}}}}})
+					"mentions": []any{map[string]any{"key": "@_user_1", "id": map[string]any{"open_id": tgt.botOpenID}, "name": "LoopX"}}}}})
 		enc, err := sandbox.Encrypt(payload, testKey)
 		require.NoError(t, err)
 		body, _ := json.Marshal(map[string]string{"encrypt": enc})
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/lark/events", bytes.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, tgt.eventsURL, bytes.NewReader(body))
 		req.Header.Set("X-Lark-Request-Timestamp", ts)
 		req.Header.Set("X-Lark-Request-Nonce", "nonce")
 		req.Header.Set("X-Lark-Signature", sandbox.Sign(ts, "nonce", testKey, body))
@@ -133,6 +143,9 @@ func TestIngestBenchmark(t *testing.T) {
 	require.NoError(t, os.WriteFile(script, []byte("INSERT INTO bench_insert (payload) VALUES ('event');\n"), 0o600))
 
 	var out strings.Builder
+	if tgt.serve != nil {
+		fmt.Fprintf(&out, "events pushed to loopx serve (pid %d) over HTTP: real router, outbox sender, receipts to the Lark sandbox\n", tgt.serve.pid())
+	}
 	fmt.Fprintf(&out, "%-8s %8s %12s %10s %10s %14s %8s\n", "senders", "events", "events/s", "ack p50", "ack p99", "pgbench tps", "ratio")
 	for _, c := range []int{1, 8, 32} {
 		n := 400 * c
@@ -189,22 +202,66 @@ func TestIngestBenchmark(t *testing.T) {
 	slices.Sort(lat)
 	fmt.Fprintf(&out, "steady %d events/s for %d s: ack p50 %s, p99 %s, max %s\n", rate, secs,
 		lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
-	fmt.Fprintf(&out, "peak RSS of the benchmark process (bot + router stand-in + load generator): %s\n", peakRSS())
+	if tgt.serve != nil {
+		// VmHWM is a high-water mark: one read after the run covers all of it.
+		fmt.Fprintf(&out, "peak RSS of loopx serve (pid %d): %s\n", tgt.serve.pid(), peakRSS(strconv.Itoa(tgt.serve.pid())))
+		fmt.Fprintf(&out, "peak RSS of the benchmark process (load generator + Lark sandbox): %s\n", peakRSS("self"))
+		// How much of the receipt work serve did within the run (Lark's send limits pace it).
+		fmt.Fprintf(&out, "receipts serve sent to the sandbox during the run: %d of %d queued (%d failed)\n",
+			countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction' AND state = 'sent'`),
+			countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction'`),
+			countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction' AND state = 'failed'`))
+	} else {
+		fmt.Fprintf(&out, "peak RSS of the benchmark process (bot + router stand-in + load generator): %s\n", peakRSS("self"))
+	}
 
 	fmt.Fprintf(&out, "events answered non-2xx (left for Lark to redeliver): %d of %d\n", failed.Load(), seq.Load())
 	t.Log("\n" + out.String())
 	if failed.Load() > 0 {
 		t.Logf("first handler errors:\n%s", errSample.String())
 	}
+	if tgt.serve != nil {
+		if l := tgt.serve.logs.String(); l != "" {
+			t.Logf("loopx serve log (warnings and errors, the first few KB):\n%s", l)
+		}
+	}
 	// An answer cut by the deadline may follow a commit that did land (Lark's redelivery is
 	// then a no-op), so the committed count lies between the acknowledged and the sent.
 	committed := int64(countRows(t, st, `SELECT count(*) FROM lark_event`))
-	if _, noop := h.(noopHandler); !noop {
+	if checkCommitted {
 		require.GreaterOrEqual(t, committed, seq.Load()-failed.Load(), "every acknowledged event committed")
 		require.LessOrEqual(t, committed, seq.Load())
 	}
 	if p := os.Getenv("LOOPX_BENCH_OUT"); p != "" {
 		require.NoError(t, os.WriteFile(p, []byte(out.String()), 0o644))
+	}
+}
+
+// ingestTarget is where the benchmark pushes events: an intake in this process, or a
+// `loopx serve` child.
+type ingestTarget struct {
+	eventsURL string // POST endpoint of the HTTP callbacks
+	appID     string // header.app_id
+	botOpenID string // the mention that addresses the bot
+	// messageID names event n's message in chatID.
+	messageID func(n int64, chatID string) string
+	serve     *serveProcess // nil in-process
+}
+
+// createBenchGoals creates benchGoals goals, each with default agent codex and bound to its own
+// chat oc_bench_NN.
+func createBenchGoals(t *testing.T, st *store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	for g := range benchGoals {
+		id := fmt.Sprintf("g%02d", g)
+		_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: id, Owners: []string{"ou_bench"}, Meta: setupMeta})
+		require.NoError(t, err)
+		_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: id, AgentID: "codex", IsDefault: true, Meta: setupMeta})
+		require.NoError(t, err)
+		_, err = st.Pool().Exec(ctx, `INSERT INTO binding (chat_id, goal_id, agent_id, created_by) VALUES ($1, $2, 'codex', 'ou_bench')`,
+			fmt.Sprintf("oc_bench_%02d", g), id)
+		require.NoError(t, err)
 	}
 }
 
@@ -263,8 +320,9 @@ func runPgbench(t *testing.T, pgbench, url, script string, c, n int) float64 {
 	return tps
 }
 
-func peakRSS() string {
-	b, err := os.ReadFile("/proc/self/status")
+// peakRSS is VmHWM of process pid ("self" for this one), as /proc reports it.
+func peakRSS(pid string) string {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return "unknown"
 	}
