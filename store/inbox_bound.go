@@ -73,9 +73,9 @@ func EnqueueBound(ctx context.Context, db DB, opts BoundOptions, msgs []BoundMes
 	}
 	// Every CTE sees one snapshot; rows flow msg → ok → ev → item → audit and receipt, so a
 	// message written at all is written whole. ev skips redelivered events. An item insert
-	// that loses a race on its source message after ev wrote aborts the whole statement, as
-	// the inbox bound is checked against the snapshot, concurrent writers at the bound may pass
-	// it by at most their number (as in InsertInboxItem).
+	// that loses a race on its source message after ev wrote aborts the whole statement. The
+	// inbox bound is checked against the snapshot, so concurrent writers at the bound may pass
+	// it by at most their number (as in InsertInboxItem); within one batch it is exact.
 	rows, err := db.Query(ctx, `
 		WITH msg AS (
 		    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[],
@@ -94,16 +94,25 @@ func EnqueueBound(ctx context.Context, db DB, opts BoundOptions, msgs []BoundMes
 		           END AS agent_id
 		    FROM msg m JOIN bound b ON b.n = m.n AND b.bindings = 1 JOIN goal g ON g.id = b.goal_id
 		    WHERE m.admin OR m.sender = ANY (g.owners) OR m.sender = ANY (g.members)
-		), ok AS (
-		    SELECT t.* FROM target t
+		), fresh AS (
+		    -- A scalar subquery, not NOT EXISTS: the planner would make that an anti join
+		    -- and hash the whole table.
+		    SELECT t.*, row_number() OVER (PARTITION BY t.goal_id, t.agent_id ORDER BY t.n) AS k
+		    FROM target t
 		    WHERE t.agent_id IS NOT NULL
-		      AND ($9::int <= 0 OR (SELECT count(*) FROM (SELECT FROM inbox_item i
-		           WHERE i.goal_id = t.goal_id AND i.agent_id = t.agent_id
-		             AND i.state IN ('pending', 'delivered') LIMIT $9::int) waiting) < $9::int)
-		      -- A scalar subquery, not NOT EXISTS: the planner would make that an anti join
-		      -- and hash the whole table.
 		      AND (SELECT i.id FROM inbox_item i WHERE i.source_message = t.message_id
 		           AND i.source_message <> '' AND i.goal_id = t.goal_id AND i.agent_id = t.agent_id LIMIT 1) IS NULL
+		), waiting AS (
+		    -- Counted once per agent, at most up to the bound: a batch of messages to one agent
+		    -- must not count its inbox once per message.
+		    SELECT a.goal_id, a.agent_id, (SELECT count(*) FROM (SELECT FROM inbox_item i
+		           WHERE i.goal_id = a.goal_id AND i.agent_id = a.agent_id
+		             AND i.state IN ('pending', 'delivered') LIMIT greatest($9::int, 0)) w) AS n
+		    FROM (SELECT DISTINCT goal_id, agent_id FROM fresh) a
+		), ok AS (
+		    -- The k-th message of the batch for an agent fits when the agent has room for k.
+		    SELECT f.* FROM fresh f JOIN waiting w USING (goal_id, agent_id)
+		    WHERE $9::int <= 0 OR w.n + f.k <= $9::int
 		), ev AS (
 		    INSERT INTO lark_event (event_id, event_type) SELECT event_id, $10 FROM ok ORDER BY n
 		    ON CONFLICT (event_id) DO NOTHING

@@ -145,6 +145,22 @@ func TestEnqueueBoundLeavesRepeatsAndFullInboxes(t *testing.T) {
 	require.Equal(t, before+4, after, "only the message for the other agent wrote its four rows")
 }
 
+// Within one batch the bound is exact: of five messages to an agent with room for three, the
+// first three are taken.
+func TestEnqueueBoundKeepsTheBoundWithinABatch(t *testing.T) {
+	t.Parallel()
+	st := boundFixture(t)
+	var msgs []store.BoundMessage
+	for n := range 5 {
+		msgs = append(msgs, boundMsg(n, "oc_one", "ou_o"))
+	}
+	msgs = append(msgs, boundMsg(9, "oc_named", "ou_o"))
+	taken, err := store.EnqueueBound(t.Context(), st.Pool(), boundOpts, msgs)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true, false, false, true}, taken)
+	require.Equal(t, 3, countRows(t, st, `SELECT count(*) FROM inbox_item WHERE agent_id = 'b'`))
+}
+
 // Bad input is refused before anything is written.
 func TestEnqueueBoundValidates(t *testing.T) {
 	t.Parallel()
