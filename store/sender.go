@@ -31,6 +31,22 @@ type OutboxClaim struct {
 	CreatedAt     time.Time
 }
 
+// outboxHeads is a WITH clause naming each chat's oldest unsent row (id) in heads: only a head
+// may be sent, which keeps every chat in commit order. It skips from chat to chat along the
+// outbox_chat_head index, one probe per chat, instead of reading every unsent row: the sender
+// runs it at every wake-up, and during a burst thousands of rows wait behind the send limits
+// (a full scan per claim then took database time from the intake).
+const outboxHeads = `
+WITH RECURSIVE heads AS (
+    (SELECT receive_id, id FROM outbox
+     WHERE state IN ('pending', 'sending') ORDER BY receive_id, id LIMIT 1)
+    UNION ALL
+    SELECT nxt.receive_id, nxt.id FROM heads h CROSS JOIN LATERAL (
+        SELECT receive_id, id FROM outbox
+        WHERE state IN ('pending', 'sending') AND receive_id > h.receive_id
+        ORDER BY receive_id, id LIMIT 1) nxt
+)`
+
 // ClaimOutbox claims up to limit due outbox rows for owner until now()+lease, in one short
 // transaction. Only the oldest unfinished row of each chat (receive_id) is eligible, and only
 // while no other row of that chat is claimed, so rows of one chat are sent one at a time in
@@ -47,13 +63,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, owner string, limit int, lease 
 		// The heads CTE sees the statement snapshot; a head another sender claimed and
 		// committed meanwhile is re-checked by FOR UPDATE and dropped, and the rows behind it
 		// never qualify because they are not heads in this snapshot.
-		rows, err := tx.Query(ctx, `
-WITH heads AS (
-    SELECT DISTINCT ON (receive_id) id
-    FROM outbox
-    WHERE state IN ('pending', 'sending')
-    ORDER BY receive_id, id
-), picked AS (
+		rows, err := tx.Query(ctx, outboxHeads+`, picked AS (
     SELECT o.id
     FROM outbox o JOIN heads h ON h.id = o.id
     WHERE (o.state = 'pending' AND o.next_attempt_at <= now())
@@ -184,14 +194,9 @@ WHERE state = 'sending' AND claimed_by = $1`, owner)
 func (s *Store) NextOutboxDue(ctx context.Context) (wait time.Duration, ok bool, err error) {
 	var us *int64
 	// Only chat heads can be claimed; a due row queued behind its chat's head is not due yet.
-	err = s.pool.QueryRow(ctx, `
-WITH heads AS (
-    SELECT DISTINCT ON (receive_id) state, next_attempt_at, claimed_until
-    FROM outbox WHERE state IN ('pending', 'sending')
-    ORDER BY receive_id, id
-)
-SELECT (extract(epoch FROM min(CASE WHEN state = 'pending' THEN next_attempt_at ELSE claimed_until END) - now()) * 1e6)::bigint
-FROM heads`).Scan(&us)
+	err = s.pool.QueryRow(ctx, outboxHeads+`
+SELECT (extract(epoch FROM min(CASE WHEN o.state = 'pending' THEN o.next_attempt_at ELSE o.claimed_until END) - now()) * 1e6)::bigint
+FROM heads h JOIN outbox o ON o.id = h.id`).Scan(&us)
 	if err != nil {
 		return 0, false, fmt.Errorf("read next outbox due time: %w", mapErr(err))
 	}
