@@ -2,8 +2,8 @@
 # make bench: the Go benchmarks, then the whole-process should-run benchmark against a real
 # `loopx serve`. Needs TEST_DATABASE_URL (scripts/with-postgres.sh sets it) and bin/loopx
 # (built here when missing; `make bench` rebuilds it first).
-# Results in bench/results/: go-bench.json, should-run-process.json, scheduler.json and
-# bot-ingest.txt.
+# Results in bench/results/: go-bench.json, should-run-process.json, scheduler.json,
+# bot-ingest-inprocess.txt and bot-ingest.txt (through a real loopx serve).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
@@ -31,6 +31,10 @@ go run ./bench/shouldrun -loopx bin/loopx -n "${BENCH_N:-1000}" -out bench/resul
 
 echo "== scheduler: tick lateness and database time per tick at 1k/10k/100k goals" >&2
 go run ./bench/scheduler -sizes "${BENCH_SCHED_SIZES:-1000,10000,100000}" -out bench/results/scheduler.json
+
+echo "== bot: the same ingest into the intake and router in the test process (no outbox sender competing)" >&2
+LOOPX_BENCH=1 LOOPX_BENCH_OUT="$PWD/bench/results/bot-ingest-inprocess.txt" go test -count=1 -run '^TestIngestBenchmark$' -timeout 600s ./bot/ >&2
+cat bench/results/bot-ingest-inprocess.txt >&2
 
 echo "== bot: signed, encrypted HTTP-callback ingest into loopx serve vs pgbench INSERT commits at 1/8/32 senders; steady 200 events/s; serve's peak RSS" >&2
 LOOPX_BENCH=1 LOOPX_BENCH_SERVE="$PWD/bin/loopx" LOOPX_BENCH_OUT="$PWD/bench/results/bot-ingest.txt" go test -count=1 -run '^TestIngestBenchmark$' -timeout 600s ./bot/ >&2
