@@ -212,7 +212,7 @@ func TestIngestBenchmark(t *testing.T) {
 			countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction'`),
 			countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction' AND state = 'failed'`))
 	} else {
-		fmt.Fprintf(&out, "peak RSS of the benchmark process (bot + router stand-in + load generator): %s\n", peakRSS("self"))
+		fmt.Fprintf(&out, "peak RSS of the benchmark process (intake + router + load generator): %s\n", peakRSS("self"))
 	}
 
 	fmt.Fprintf(&out, "events answered non-2xx (left for Lark to redeliver): %d of %d\n", failed.Load(), seq.Load())
