@@ -1,8 +1,13 @@
 package bot
 
 import (
+	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,7 +119,7 @@ func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, reas
 			}
 			signed = true
 		}
-		p, err := larkevent.EventDecrypt(env.Encrypt, in.cfg.EncryptKey)
+		p, err := decryptEvent(env.Encrypt, in.cfg.EncryptKey)
 		if err != nil || !json.Valid(p) {
 			return nil, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
 		}
@@ -175,3 +180,30 @@ func (s sdkLogger) Error(ctx context.Context, args ...any) {
 }
 
 var _ larkcore.Logger = sdkLogger{}
+
+// decryptEvent opens Lark's {"encrypt": …} envelope: base64 of a 16-byte IV and the event
+// JSON, AES-256-CBC under sha256(encrypt key). Like the SDK's EventDecrypt it keeps what lies
+// between the first "{" and the last "}" (the padding); unlike it, it never panics: with a
+// wrong key or forged bytes the SDK sliced past its buffer when the last "}" came before the
+// first "{", which an unsigned request could trigger.
+func decryptEvent(encrypted, key string) ([]byte, error) {
+	buf, err := base64.StdEncoding.DecodeString(encrypted)
+	if err != nil {
+		return nil, fmt.Errorf("decode encrypted event: %w", err)
+	}
+	if len(buf) < 2*aes.BlockSize || len(buf)%aes.BlockSize != 0 {
+		return nil, fmt.Errorf("encrypted event is %d bytes, not an IV and whole AES blocks", len(buf))
+	}
+	k := sha256.Sum256([]byte(key))
+	block, err := aes.NewCipher(k[:])
+	if err != nil {
+		return nil, fmt.Errorf("decrypt event: %w", err)
+	}
+	plain := buf[aes.BlockSize:]
+	cipher.NewCBCDecrypter(block, buf[:aes.BlockSize]).CryptBlocks(plain, plain)
+	first, last := bytes.IndexByte(plain, '{'), bytes.LastIndexByte(plain, '}')
+	if first < 0 || last < first {
+		return nil, errors.New("decrypted event is not a JSON object")
+	}
+	return plain[first : last+1], nil
+}
