@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -151,8 +152,16 @@ func (b *boundBatcher) take() []*boundCall {
 }
 
 // run writes one batch. A failed statement wrote nothing, so every message of it is left to
-// the general path, which reports any lasting fault (a database that is down) itself.
-func (b *boundBatcher) run(ctx context.Context, batch []*boundCall) []bool {
+// the general path, which reports any lasting fault (a database that is down) itself. A panic
+// is turned into such a failure: other callers wait on this batch and the slot it holds, and
+// letting it unwind would leave every later message waiting.
+func (b *boundBatcher) run(ctx context.Context, batch []*boundCall) (taken []bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.log(ctx, "fast path batch panicked; its messages take the general path", "messages", len(batch), "panic", fmt.Sprint(p))
+			taken = make([]bool, len(batch))
+		}
+	}()
 	msgs := make([]store.BoundMessage, len(batch))
 	for i, call := range batch {
 		msgs[i] = call.msg

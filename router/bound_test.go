@@ -132,3 +132,25 @@ func TestConcurrentMessagesHaveOneEffectEach(t *testing.T) {
 	require.Equal(t, n, audits)
 	require.Equal(t, int32(n), dups.Load(), "every second delivery is a duplicate")
 }
+
+// When the database is gone, a batch fails, every message of it falls back to the general
+// path, and each caller gets that path's error: nobody is left waiting on the batch.
+func TestFailedBatchLeavesNoCallerWaiting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.st.Pool().Close()
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for i := range 16 {
+		m := router.Message{EventID: fmt.Sprintf("ev_x%d", i), MessageID: fmt.Sprintf("om_x%d", i), ChatID: room,
+			ChatType: router.ChatGroup, SenderID: owner, Text: "@_user_1 hello",
+			Mentions: []router.Mention{{Key: "@_user_1", OpenID: bot, Name: "LoopX"}}}
+		wg.Go(func() {
+			if e.chat.HandleMessage(t.Context(), m) != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int32(16), failed.Load(), "every caller was answered with an error, so Lark redelivers")
+}
