@@ -40,20 +40,36 @@ type InboxItems struct {
 	Items []store.InboxItem `json:"items"`
 }
 
-func (s *Server) inboxAgent(r *request, action string) (inbox.Agent, error) {
+// inboxAgent checks that r may act on the inbox in its path and returns that inbox.
+func (s *Server) inboxAgent(r *request, action string) (inbox.Agent, *inbox.Inbox, error) {
 	agent, err := s.actingAgent(r, action, r.PathValue("agent"), true)
 	if err != nil {
-		return inbox.Agent{}, err
+		return inbox.Agent{}, nil, err
 	}
-	return inbox.Agent{GoalID: r.PathValue("goal"), AgentID: agent}, nil
+	ib, err := s.inbox()
+	if err != nil {
+		return inbox.Agent{}, nil, err
+	}
+	return inbox.Agent{GoalID: r.PathValue("goal"), AgentID: agent}, ib, nil
 }
 
-func (s *Server) inboxCounts(ctx context.Context, r *request) (int, any, error) {
-	a, err := s.inboxAgent(r, "read inbox")
+// replayed answers 200 with what fn returns, replayable under r's Idempotency-Key (see
+// replayable); req is what the key's request hash covers.
+func replayed[T any](ctx context.Context, s *Server, r *request, op string, req []any, fn func(ctx context.Context) (T, error)) (int, any, error) {
+	var out T
+	err := s.replayable(ctx, r, op, req, &out, func(ctx context.Context) error {
+		var err error
+		out, err = fn(ctx)
+		return err
+	})
 	if err != nil {
 		return 0, nil, err
 	}
-	ib, err := s.inbox()
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) inboxCounts(ctx context.Context, r *request) (int, any, error) {
+	a, ib, err := s.inboxAgent(r, "read inbox")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -72,24 +88,14 @@ func (s *Server) inboxDrain(ctx context.Context, r *request) (int, any, error) {
 	if b.Limit < 0 || b.Limit > 200 {
 		return 0, nil, invalid("limit", "must be between 0 (default 50) and 200, got %d", b.Limit)
 	}
-	a, err := s.inboxAgent(r, "drain inbox")
+	a, ib, err := s.inboxAgent(r, "drain inbox")
 	if err != nil {
 		return 0, nil, err
 	}
-	ib, err := s.inbox()
-	if err != nil {
-		return 0, nil, err
-	}
-	var out InboxItems
-	err = s.replayable(ctx, r, "inbox.drain", []any{a, b}, &out, func(ctx context.Context) error {
+	return replayed(ctx, s, r, "inbox.drain", []any{a, b}, func(ctx context.Context) (InboxItems, error) {
 		items, err := ib.Drain(ctx, a, b.SessionID, b.Limit)
-		out = InboxItems{Items: nonNilItems(items)}
-		return err
+		return InboxItems{Items: nonNilItems(items)}, err
 	})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, out, nil
 }
 
 func (s *Server) inboxAck(ctx context.Context, r *request) (int, any, error) {
@@ -103,24 +109,14 @@ func (s *Server) inboxAck(ctx context.Context, r *request) (int, any, error) {
 	if len(b.ItemIDs) > 200 {
 		return 0, nil, invalid("item_ids", "at most 200 ids per call, got %d", len(b.ItemIDs))
 	}
-	a, err := s.inboxAgent(r, "ack inbox")
+	a, ib, err := s.inboxAgent(r, "ack inbox")
 	if err != nil {
 		return 0, nil, err
 	}
-	ib, err := s.inbox()
-	if err != nil {
-		return 0, nil, err
-	}
-	var out InboxItems
-	err = s.replayable(ctx, r, "inbox.ack", []any{a, b}, &out, func(ctx context.Context) error {
+	return replayed(ctx, s, r, "inbox.ack", []any{a, b}, func(ctx context.Context) (InboxItems, error) {
 		items, err := ib.Ack(ctx, a, b.ItemIDs)
-		out = InboxItems{Items: nonNilItems(items)}
-		return err
+		return InboxItems{Items: nonNilItems(items)}, err
 	})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, out, nil
 }
 
 func (s *Server) inboxReply(ctx context.Context, r *request) (int, any, error) {
@@ -128,24 +124,13 @@ func (s *Server) inboxReply(ctx context.Context, r *request) (int, any, error) {
 	if err := decode(r, &b); err != nil {
 		return 0, nil, err
 	}
-	a, err := s.inboxAgent(r, "reply from inbox")
+	a, ib, err := s.inboxAgent(r, "reply from inbox")
 	if err != nil {
 		return 0, nil, err
 	}
-	ib, err := s.inbox()
-	if err != nil {
-		return 0, nil, err
-	}
-	var out inbox.ReplyResult
-	err = s.replayable(ctx, r, "inbox.reply", []any{a, b}, &out, func(ctx context.Context) error {
-		res, err := ib.Reply(ctx, a, inbox.ReplyParams{ItemID: b.ItemID, Key: b.Key, Text: b.Text})
-		out = res
-		return err
+	return replayed(ctx, s, r, "inbox.reply", []any{a, b}, func(ctx context.Context) (inbox.ReplyResult, error) {
+		return ib.Reply(ctx, a, inbox.ReplyParams{ItemID: b.ItemID, Key: b.Key, Text: b.Text})
 	})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, out, nil
 }
 
 // replayable runs fn and stores its answer (out) as the receipt of r's Idempotency-Key in the
