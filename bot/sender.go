@@ -49,9 +49,10 @@ type Outbox interface {
 
 // Limiter is the send budget shared by every replica.
 type Limiter interface {
-	// Take reserves one send to chat (and one from the app's budget): 0 means send now,
-	// otherwise wait that long and ask again; nothing is reserved then.
-	Take(ctx context.Context, chat string) (time.Duration, error)
+	// Take books the earliest send to chat that both the chat's and the app's budget allow.
+	// When that is at most maxWait away it is reserved (reserved = true) and the caller sends
+	// after waiting wait; otherwise nothing is booked and wait says when it could be.
+	Take(ctx context.Context, chat string, maxWait time.Duration) (wait time.Duration, reserved bool, err error)
 }
 
 // RateLimits are Lark's send limits the Limiter enforces.
@@ -384,28 +385,27 @@ func (s *Sender) send(ctx context.Context, c OutboxMessage, msgType, content, re
 	return res, err
 }
 
-// takeSlot waits for the shared budget, for at most a quarter of the lease; beyond that the row
-// is handed back (errRateWait) rather than holding a claim idle.
+// takeSlot books a send in the shared budget and waits for it. A slot further away than a
+// quarter of the lease is not booked: the row is handed back (errRateWait) rather than holding
+// a claim idle.
 func (s *Sender) takeSlot(ctx context.Context, c OutboxMessage) error {
-	deadline := s.now().Add(s.opt.Lease / 4)
-	for {
-		wait, err := s.lim.Take(ctx, c.ReceiveID)
-		if err != nil {
-			return retry.RetryableError(fmt.Errorf("take send slot: %w", err))
-		}
-		if wait == 0 {
-			return nil
-		}
-		if s.now().Add(wait).After(deadline) {
-			return errRateWait
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+	wait, reserved, err := s.lim.Take(ctx, c.ReceiveID, s.opt.Lease/4)
+	if err != nil {
+		return retry.RetryableError(fmt.Errorf("take send slot: %w", err))
+	}
+	if !reserved {
+		return errRateWait
+	}
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err() // the booked slot goes unused: the budget errs on the safe side
+	case <-t.C:
+		return nil
 	}
 }
 

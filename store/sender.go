@@ -244,54 +244,30 @@ type RateScope struct {
 	Burst    int
 }
 
-// TakeSendSlot reserves one send in every scope at once (generic cell rate algorithm over the
-// send_rate table, on the database clock, so all replicas share the budget). It returns 0 when
-// the send may go now, or how long to wait before asking again; nothing is reserved then.
-func (s *Store) TakeSendSlot(ctx context.Context, scopes []RateScope) (time.Duration, error) {
-	for _, sc := range scopes {
+// TakeSendSlot books one send in every scope at once (generic cell rate algorithm over the
+// send_rate table, on the database clock, so all replicas share the budget): the earliest time
+// that fits every scope, wait from now. When wait is at most maxWait the slot is reserved and the
+// caller sends after waiting (reserved = true); otherwise nothing is booked and wait says when
+// to come back. One call, one round trip: the caller never polls for its slot.
+func (s *Store) TakeSendSlot(ctx context.Context, scopes []RateScope, maxWait time.Duration) (wait time.Duration, reserved bool, err error) {
+	if len(scopes) == 0 {
+		return 0, false, Errorf(ErrInvalid, "scope", "at least one rate scope is required")
+	}
+	names, intervals, taus := make([]string, len(scopes)), make([]int64, len(scopes)), make([]int64, len(scopes))
+	for i, sc := range scopes {
 		if sc.Scope == "" || sc.Interval <= 0 || sc.Burst < 1 {
-			return 0, Errorf(ErrInvalid, "scope", "rate scope %q needs a name, a positive interval and a burst of at least 1", sc.Scope)
+			return 0, false, Errorf(ErrInvalid, "scope", "rate scope %q needs a name, a positive interval and a burst of at least 1", sc.Scope)
 		}
+		names[i], intervals[i], taus[i] = sc.Scope, sc.Interval.Microseconds(), (sc.Interval * time.Duration(sc.Burst-1)).Microseconds()
 	}
-	var wait time.Duration
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		for _, sc := range scopes {
-			tau := sc.Interval * time.Duration(sc.Burst-1)
-			var granted bool
-			var waitUS int64
-			err := tx.QueryRow(ctx, `
-WITH up AS (
-    INSERT INTO send_rate AS r (scope, tat)
-    VALUES ($1, clock_timestamp() + $2 * interval '1 microsecond')
-    ON CONFLICT (scope) DO UPDATE
-        SET tat = greatest(r.tat, clock_timestamp()) + $2 * interval '1 microsecond'
-        WHERE r.tat <= clock_timestamp() + $3 * interval '1 microsecond'
-    RETURNING 1
-)
-SELECT EXISTS (SELECT 1 FROM up),
-    coalesce((SELECT (extract(epoch FROM r.tat - clock_timestamp()) * 1e6)::bigint - $3
-              FROM send_rate r WHERE r.scope = $1), 0)`,
-				sc.Scope, sc.Interval.Microseconds(), tau.Microseconds()).Scan(&granted, &waitUS)
-			if err != nil {
-				return fmt.Errorf("take send slot %s: %w", sc.Scope, mapErr(err))
-			}
-			if !granted {
-				wait = max(time.Duration(waitUS)*time.Microsecond, time.Millisecond)
-				return errSlotDenied
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, errSlotDenied) {
-		return wait, nil
-	}
+	var waitUS int64
+	err = s.pool.QueryRow(ctx, `SELECT wait_us, reserved FROM loopx_take_send_slot($1, $2, $3, $4)`,
+		names, intervals, taus, max(maxWait, 0).Microseconds()).Scan(&waitUS, &reserved)
 	if err != nil {
-		return 0, err
+		return 0, false, fmt.Errorf("take send slot: %w", mapErr(err))
 	}
-	return 0, nil
+	return time.Duration(waitUS) * time.Microsecond, reserved, nil
 }
-
-var errSlotDenied = errors.New("send slot denied")
 
 // PruneLarkEvents deletes lark_event rows received more than olderThan ago (Lark stops
 // redelivering after about 7 hours; keep a week). It also drops rate state idle for an hour.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -196,41 +197,55 @@ INSERT INTO outbox (uuid, kind, receive_id, content, update_of) VALUES ('u-upd',
 	require.Equal(t, "om_card", claims[0].TargetMessage)
 }
 
-func TestTakeSendSlotHoldsRateAcrossCallers(t *testing.T) {
+// Concurrent takers each book their own slot: the booked send times are spaced by the chat's
+// interval, every booking is one call, and a taker that may not wait is told when instead.
+func TestTakeSendSlotBooksSpacedSlotsAcrossCallers(t *testing.T) {
 	t.Parallel()
 	s := storetest.New(t, store.Options{})
 	ctx := t.Context()
+	const interval = time.Second // booking needs no waiting: a long interval keeps the check robust
 	scopes := []store.RateScope{
-		{Scope: "chat:oc_r", Interval: 50 * time.Millisecond, Burst: 1},
+		{Scope: "chat:oc_r", Interval: interval, Burst: 1},
 		{Scope: "app", Interval: time.Millisecond, Burst: 10},
 	}
 	var mu sync.Mutex
-	var granted []time.Time
+	var booked []time.Time
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(500 * time.Millisecond)
 	for range 4 {
 		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				wait, err := s.TakeSendSlot(ctx, scopes)
+			for range 5 {
+				wait, reserved, err := s.TakeSendSlot(ctx, scopes, time.Minute)
 				if !assertNoErr(t, err) {
 					return
 				}
-				if wait > 0 {
-					time.Sleep(min(wait, 10*time.Millisecond))
-					continue
+				if !reserved {
+					t.Errorf("a slot %s away, within maxWait, was not booked", wait)
 				}
 				mu.Lock()
-				granted = append(granted, time.Now())
+				booked = append(booked, time.Now().Add(wait))
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	// 500 ms at one per 50 ms: about 10 grants, never two closer than the interval allows.
-	require.GreaterOrEqual(t, len(granted), 8)
-	require.LessOrEqual(t, len(granted), 11)
+	require.Len(t, booked, 20)
+	slices.SortFunc(booked, time.Time.Compare)
+	// The wait is measured on the database clock and read here after the answer arrived (and
+	// the goroutine ran again), so a booking may look a little late; never two in one interval.
+	for i := 1; i < len(booked); i++ {
+		require.Greater(t, booked[i].Sub(booked[i-1]), interval-200*time.Millisecond, "bookings %d and %d", i-1, i)
+	}
+	require.Greater(t, booked[19].Sub(booked[0]), 19*interval-300*time.Millisecond)
 
-	_, err := s.TakeSendSlot(ctx, []store.RateScope{{Scope: "", Interval: time.Second, Burst: 1}})
+	// The chat is booked ~20 s ahead: a taker that may wait only 10 ms books nothing.
+	wait, reserved, err := s.TakeSendSlot(ctx, scopes, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, reserved)
+	require.Greater(t, wait, 15*time.Second)
+
+	_, _, err = s.TakeSendSlot(ctx, []store.RateScope{{Scope: "", Interval: time.Second, Burst: 1}}, 0)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, _, err = s.TakeSendSlot(ctx, nil, 0)
 	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
@@ -239,16 +254,19 @@ func TestTakeSendSlotReservesNothingWhenOneScopeIsFull(t *testing.T) {
 	s := storetest.New(t, store.Options{})
 	ctx := t.Context()
 	app := store.RateScope{Scope: "app", Interval: time.Hour, Burst: 1}
-	wait, err := s.TakeSendSlot(ctx, []store.RateScope{app})
+	wait, reserved, err := s.TakeSendSlot(ctx, []store.RateScope{app}, 0)
 	require.NoError(t, err)
+	require.True(t, reserved)
 	require.Zero(t, wait)
 	chat := store.RateScope{Scope: "chat:oc_q", Interval: time.Hour, Burst: 1}
-	wait, err = s.TakeSendSlot(ctx, []store.RateScope{chat, app})
+	wait, reserved, err = s.TakeSendSlot(ctx, []store.RateScope{chat, app}, time.Minute)
 	require.NoError(t, err)
+	require.False(t, reserved)
 	require.Greater(t, wait, 50*time.Minute)
-	// The chat slot taken before the app scope refused was rolled back.
-	wait, err = s.TakeSendSlot(ctx, []store.RateScope{chat})
+	// The chat's slot was not booked while the app's scope was full.
+	wait, reserved, err = s.TakeSendSlot(ctx, []store.RateScope{chat}, 0)
 	require.NoError(t, err)
+	require.True(t, reserved)
 	require.Zero(t, wait)
 }
 

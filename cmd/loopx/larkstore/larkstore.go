@@ -74,12 +74,11 @@ type Limiter struct {
 	Limits bot.RateLimits
 }
 
-// Take reserves a send to chat under both the chat's and the app's limit and says how long to
-// wait before sending.
-func (l Limiter) Take(ctx context.Context, chat string) (time.Duration, error) {
+// Take books a send to chat under both the chat's and the app's limit (see bot.Limiter).
+func (l Limiter) Take(ctx context.Context, chat string, maxWait time.Duration) (time.Duration, bool, error) {
 	chatEvery, appEvery, appBurst := l.Limits.Spacing()
 	return l.Store.TakeSendSlot(ctx, []store.RateScope{
 		{Scope: "chat:" + chat, Interval: chatEvery, Burst: 1},
 		{Scope: "app", Interval: appEvery, Burst: appBurst},
-	})
+	}, maxWait)
 }
