@@ -35,7 +35,6 @@ func serveTarget(t *testing.T, bin, dbURL string) ingestTarget {
 		"LARK_TRANSPORT": "http", "LARK_VERIFICATION_TOKEN": testToken, "LARK_ENCRYPT_KEY": testKey,
 		"LOOPX_SCHEDULER": "off", "LOG_LEVEL": "warn",
 		// As the in-process mode: a few hundred items per agent stay pending, none refused.
-		"LOOPX_INBOX_MAX_PENDING": "100000",
 	})
 	return ingestTarget{eventsURL: s.url + "/lark/events", appID: sb.AppID(), botOpenID: sb.BotOpenID(), serve: s,
 		// The message is stored in the sandbox (a group message without the mention is not

@@ -34,7 +34,7 @@ import (
 // TestIngestBenchmark measures HTTP-callback ingest of signed, encrypted im.message.receive_v1
 // events at 1, 8 and 32 concurrent senders (events/s, ack p50/p99), next to pgbench doing the
 // same number of single-row INSERT commits at the same concurrency on the same server, then a
-// paced 200 events/s run. Events go through the real router to 32 bound goals (event id, inbox
+// paced 200 events/s run. Events go through the real router to benchGoals bound goals (event id, inbox
 // item, receipt outbox row in one transaction); LOOPX_BENCH_HANDLER=standin uses the lighter
 // test stand-in, =noop the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
 // results table; BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost.
@@ -78,7 +78,7 @@ func TestIngestBenchmark(t *testing.T) {
 		default:
 			createBenchGoals(t, st)
 			chat, err := router.New(st, router.Options{BotOpenID: "ou_bot", Logger: quietLogger(),
-				Inbox: inbox.Options{MaxPending: 1 << 30}})
+				Inbox: inbox.Options{}})
 			require.NoError(t, err)
 			h = chat
 		}
@@ -232,6 +232,11 @@ func TestIngestBenchmark(t *testing.T) {
 		require.GreaterOrEqual(t, committed, seq.Load()-failed.Load(), "every acknowledged event committed")
 		require.LessOrEqual(t, committed, seq.Load())
 	}
+	if tgt.serve != nil || os.Getenv("LOOPX_BENCH_HANDLER") == "" {
+		// The product's inbox bound holds (benchGoals spreads the events so that no inbox
+		// fills): every event is an item, none a refusal measured as ingest.
+		require.Equal(t, committed, int64(countRows(t, st, `SELECT count(*) FROM inbox_item`)), "every event became an inbox item")
+	}
 	if p := os.Getenv("LOOPX_BENCH_OUT"); p != "" {
 		require.NoError(t, os.WriteFile(p, []byte(out.String()), 0o644))
 	}
@@ -272,9 +277,11 @@ func (noopHandler) HandleCardAction(context.Context, router.CardAction) (router.
 	return router.CardResult{}, nil
 }
 
-// benchGoals spreads the events over this many bound chats, each its own goal and agent: the
-// inbox serialises enqueues per agent, and a real deployment's traffic spans many goals.
-const benchGoals = 32
+// benchGoals spreads the events over this many bound chats, each its own goal and agent: a
+// real deployment's traffic spans many goals, and at 11,060 events no agent's inbox reaches
+// the product's default bound of 200 unacknowledged items, which the benchmark keeps (each
+// message counts its agent's waiting items up to the bound, so that cost is part of ingest).
+const benchGoals = 64
 
 // sampleLog keeps the first few KB of a log.
 type sampleLog struct {
