@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -294,18 +293,7 @@ func (s *Store) GetGate(ctx context.Context, goalID string, id int64) (Gate, err
 }
 
 func getGate(ctx context.Context, db DB, goalID string, id int64, forUpdate bool) (Gate, error) {
-	q := `SELECT ` + gateCols + ` FROM gate WHERE goal_id = $1 AND id = $2`
-	if forUpdate {
-		q += ` FOR NO KEY UPDATE` // ids never change; rows referencing this one need not wait
-	}
-	g, err := scanGate(db.QueryRow(ctx, q, goalID, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Gate{}, Errorf(ErrNotFound, "gate_id", "no gate %d on goal %q", id, goalID)
-	}
-	if err != nil {
-		return Gate{}, fmt.Errorf("read gate: %w", mapErr(err))
-	}
-	return g, nil
+	return getOfGoal(ctx, db, "gate", gateCols, scanGate, goalID, id, forUpdate)
 }
 
 // ListGates lists a goal's gates, newest first.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -78,18 +77,7 @@ func (s *Store) GetTodo(ctx context.Context, goalID string, id int64) (Todo, err
 }
 
 func getTodo(ctx context.Context, db DB, goalID string, id int64, forUpdate bool) (Todo, error) {
-	q := `SELECT ` + todoCols + ` FROM todo WHERE goal_id = $1 AND id = $2`
-	if forUpdate {
-		q += ` FOR NO KEY UPDATE` // ids never change; rows referencing this one need not wait
-	}
-	t, err := scanTodo(db.QueryRow(ctx, q, goalID, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Todo{}, Errorf(ErrNotFound, "todo_id", "no todo %d on goal %q", id, goalID)
-	}
-	if err != nil {
-		return Todo{}, fmt.Errorf("read todo: %w", mapErr(err))
-	}
-	return t, nil
+	return getOfGoal(ctx, db, "todo", todoCols, scanTodo, goalID, id, forUpdate)
 }
 
 // ListTodos lists a goal's todos by priority, then id.
