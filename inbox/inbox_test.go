@@ -3,7 +3,6 @@ package inbox_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,28 +14,16 @@ import (
 	"loopx/store/storetest"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type fixture struct {
 	st    *store.Store
 	ib    *inbox.Inbox
-	clock *clock
+	clock *storetest.Clock
 	agent inbox.Agent
 }
 
 func setup(t *testing.T, opts inbox.Options) fixture {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
+	clk := storetest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
 	st := storetest.New(t, store.Options{Now: clk.Now})
 	meta := store.Meta{Actor: "admin", Surface: "system"}
 	_, err := st.CreateGoal(t.Context(), store.CreateGoalParams{ID: "docs", Owners: []string{"ou_owner"}, Meta: meta})
@@ -118,7 +105,7 @@ func TestRedeliveryAfterAckTimeout(t *testing.T) {
 	_, err = f.ib.Ack(t.Context(), f.agent, []int64{b.ID})
 	require.NoError(t, err)
 
-	f.clock.Advance(9 * time.Minute)
+	f.clock.Add(9 * time.Minute)
 	got, err = f.ib.Drain(t.Context(), f.agent, "", 10)
 	require.NoError(t, err)
 	require.Empty(t, got, "not yet timed out")
@@ -126,7 +113,7 @@ func TestRedeliveryAfterAckTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.InboxCounts{Pending: 0, Delivered: 1}, counts)
 
-	f.clock.Advance(2 * time.Minute) // the agent crashed: a is unacked past its timeout
+	f.clock.Add(2 * time.Minute) // the agent crashed: a is unacked past its timeout
 	counts, err = f.ib.Counts(t.Context(), f.agent)
 	require.NoError(t, err)
 	require.Equal(t, 1, counts.Pending, "a timed-out delivery counts as pending for should-run")
@@ -142,7 +129,7 @@ func TestRedeliveryAfterAckTimeout(t *testing.T) {
 	_, err = f.ib.Ack(t.Context(), f.agent, []int64{a.ID})
 	require.NoError(t, err)
 
-	f.clock.Advance(time.Hour)
+	f.clock.Add(time.Hour)
 	got, err = f.ib.Drain(t.Context(), f.agent, "", 10)
 	require.NoError(t, err)
 	require.Empty(t, got, "acked items never come back")
@@ -158,7 +145,7 @@ func TestRequeueSweepsEveryAgent(t *testing.T) {
 	a := f.enqueue(t, store.ModeInbox, "x", "om_1")
 	_, err := f.ib.Drain(t.Context(), f.agent, "", 10)
 	require.NoError(t, err)
-	f.clock.Advance(2 * time.Minute)
+	f.clock.Add(2 * time.Minute)
 	require.NoError(t, f.ib.Requeue(t.Context()))
 	it, err := store.GetInboxItem(t.Context(), f.st.Pool(), a.ID)
 	require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,18 +27,6 @@ const (
 
 var setupMeta = store.Meta{Actor: "admin", Surface: "system"}
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is one fresh database with two goals:
 //
 //	docs  owners ou_owner, members ou_member; agents codex (default) and claude; bound to oc_room
@@ -48,7 +35,7 @@ type env struct {
 	t    testing.TB
 	st   *store.Store
 	chat *router.Chat
-	clk  *clock
+	clk  *storetest.Clock
 	seq  *atomic.Int64
 	mark int64 // outbox id already looked at
 	gate int64 // the gate a test case works on
@@ -56,7 +43,7 @@ type env struct {
 
 func newEnv(t testing.TB, mutate ...func(*router.Options)) *env {
 	t.Helper()
-	clk := &clock{t: time.Now().UTC().Truncate(time.Microsecond)}
+	clk := storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
 	st := storetest.New(t, store.Options{Now: clk.Now})
 	ctx := t.Context()
 	_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "docs", Title: "Docs site", Owners: []string{owner}, Members: []string{member}, Meta: setupMeta})

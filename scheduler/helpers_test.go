@@ -17,32 +17,6 @@ import (
 	"loopx/store/storetest"
 )
 
-// clock is the injected clock shared by the replicas of a test.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{t: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // pollDecider answers like should-run does for an agent with nothing to do: skip, idle, and a
 // 30-minute backoff hint. The scale tests use poll runners, where the hint is the host's
 // business; its count of calls checks that no fire was decided twice.
@@ -89,7 +63,7 @@ type replica struct {
 	sched *scheduler.Scheduler
 }
 
-func newReplica(t testing.TB, url, name string, c *clock, d scheduler.Decider, mod func(*scheduler.Config)) *replica {
+func newReplica(t testing.TB, url, name string, c *storetest.Clock, d scheduler.Decider, mod func(*scheduler.Config)) *replica {
 	t.Helper()
 	pool, err := store.Open(context.Background(), url)
 	require.NoError(t, err)

@@ -42,7 +42,7 @@ func outbox(t *testing.T, st *store.Store, prefix string) []outboxRow {
 // notifyBundle is a database with reminders and digests wired, and n scheduler replicas.
 type notifyBundle struct {
 	url      string
-	clock    *clock
+	clock    *storetest.Clock
 	st       *store.Store
 	replicas []*replica
 	set      *templates.Set
@@ -51,7 +51,7 @@ type notifyBundle struct {
 func newNotifyBundle(t *testing.T, t0 time.Time, replicas int) *notifyBundle {
 	t.Helper()
 	url := storetest.NewDatabase(t)
-	c := newClock(t0)
+	c := storetest.NewClock(t0)
 	set, err := templates.New()
 	require.NoError(t, err)
 	b := &notifyBundle{url: url, clock: c, set: set}

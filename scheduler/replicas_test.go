@@ -25,7 +25,7 @@ func TestReplicasFireEachTimeOnce(t *testing.T) {
 	ctx := t.Context()
 	url := storetest.NewDatabase(t)
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	c := newClock(t0)
+	c := storetest.NewClock(t0)
 	const goals = 1000
 
 	var rs []*replica
@@ -146,7 +146,7 @@ func TestDowntimeOneCatchUpNineMissed(t *testing.T) {
 	ctx := t.Context()
 	url := storetest.NewDatabase(t)
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	c := newClock(t0)
+	c := storetest.NewClock(t0)
 	const goals = 100
 	a := newReplica(t, url, "before", c, &pollDecider{}, nil)
 	seedGoals(t, a.pool, "d", goals, "* * * * *", "UTC")

@@ -54,7 +54,7 @@ func TestRunWakesOnScheduleChange(t *testing.T) {
 func TestPausedGoalHoldsHeartbeatUntilResume(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	c := newClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	c := storetest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	st := storetest.New(t, store.Options{Now: c.Now})
 	s, err := scheduler.New(scheduler.Config{Store: st, Decider: quota.NewService(st, quota.Options{Now: c.Now}),
 		Now: c.Now, MaxJitter: -1})
@@ -101,7 +101,7 @@ func TestOldTicksArePruned(t *testing.T) {
 	ctx := t.Context()
 	url := storetest.NewDatabase(t)
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	c := newClock(t0)
+	c := storetest.NewClock(t0)
 	r := newReplica(t, url, "prune", c, &pollDecider{}, func(cfg *scheduler.Config) {
 		cfg.TickRetention = 10 * time.Minute
 		cfg.MaxJitter = -1
@@ -141,7 +141,7 @@ func TestLoopAcrossDST(t *testing.T) {
 		{"utc", time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC), "0 9 * * *", "UTC",
 			[]time.Time{time.Date(2026, 3, 8, 9, 0, 0, 0, time.UTC), time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)}},
 	} {
-		c := newClock(day.start)
+		c := storetest.NewClock(day.start)
 		r := newReplica(t, url, day.name, c, &pollDecider{}, func(cfg *scheduler.Config) { cfg.MaxJitter = -1 })
 		prefix := "dst-" + day.name + "-"
 		seedGoals(t, r.pool, prefix, 1, day.spec, day.tz)

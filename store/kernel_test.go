@@ -19,23 +19,12 @@ const owner = "ou_owner1"
 
 var admin = store.Meta{Actor: "admin", Surface: "api"}
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
+func newClock() *storetest.Clock {
+	return storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
 }
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func newClock() *clock { return &clock{t: time.Now().UTC().Truncate(time.Microsecond)} }
 
 // fixture is a store with goal "g" (owner ou_owner1) and agent "a".
-func fixture(t *testing.T) (*store.Store, *clock) {
+func fixture(t *testing.T) (*store.Store, *storetest.Clock) {
 	t.Helper()
 	c := newClock()
 	st := storetest.New(t, store.Options{Now: c.Now})

@@ -18,28 +18,16 @@ const owner = "ou_owner1"
 
 var admin = store.Meta{Actor: "admin", Surface: "api"}
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type env struct {
 	st  *store.Store
 	svc *quota.Service
-	clk *clock
+	clk *storetest.Clock
 }
 
 // setup: goal "g" (owner ou_owner1, 3 slots per 24 h, stall after 3 turns) with agent "a".
 func setup(t *testing.T, notice func(store.Gate) ([]store.OutboxInsert, error)) env {
 	t.Helper()
-	clk := &clock{t: time.Now().UTC().Truncate(time.Microsecond)}
+	clk := storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
 	st := storetest.New(t, store.Options{Now: clk.Now})
 	slots := 3
 	_, err := st.CreateGoal(t.Context(), store.CreateGoalParams{ID: "g", Owners: []string{owner}, AllowedSlots: &slots, Meta: admin})

@@ -27,18 +27,6 @@ import (
 	"loopx/templates"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 var admin = store.Meta{Actor: "admin", Surface: "api"}
 
 // bundle is a goal with one agent driven by a real scheduler, quota service and runner.
@@ -46,7 +34,7 @@ type bundle struct {
 	st    *store.Store
 	qs    *quota.Service
 	sched *scheduler.Scheduler
-	clock *clock
+	clock *storetest.Clock
 	goal  string
 	agent string
 	todo  store.Todo
@@ -58,7 +46,7 @@ type bundle struct {
 func setup(t *testing.T, kind string, settings any, stallTurns int) *bundle {
 	t.Helper()
 	ctx := t.Context()
-	c := &clock{t: time.Now().UTC().Truncate(time.Minute).Add(time.Hour + 50*time.Second)}
+	c := storetest.NewClock(time.Now().UTC().Truncate(time.Minute).Add(time.Hour + 50*time.Second))
 	st := storetest.New(t, store.Options{Now: c.Now})
 	_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "g", Title: "Test goal", Objective: "Prove the runner.",
 		Owners: []string{"ou_owner"}, HeartbeatSpec: "* * * * *", HeartbeatTZ: "UTC", StallTurns: &stallTurns, Meta: admin})
