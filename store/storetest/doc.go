@@ -6,4 +6,7 @@
 // set (named by a hash of the embedded files, built under an advisory lock so parallel test
 // processes build it once); each test then gets CREATE DATABASE … TEMPLATE, which takes a few
 // milliseconds, and the database is dropped when the test ends.
+//
+// Clock is the settable clock those tests hand to the Now options of the store and the
+// packages above it.
 package storetest
