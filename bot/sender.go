@@ -391,7 +391,7 @@ func (s *Sender) send(ctx context.Context, c OutboxMessage, msgType, content, re
 func (s *Sender) takeSlot(ctx context.Context, c OutboxMessage) error {
 	wait, reserved, err := s.lim.Take(ctx, c.ReceiveID, s.opt.Lease/4)
 	if err != nil {
-		return retry.RetryableError(fmt.Errorf("take send slot: %w", err))
+		return retry.RetryableError(err) // the store's error already says "take send slot"
 	}
 	if !reserved {
 		return errRateWait
