@@ -3,7 +3,8 @@
 # `loopx serve`. Needs TEST_DATABASE_URL (scripts/with-postgres.sh sets it) and bin/loopx
 # (built here when missing; `make bench` rebuilds it first).
 # Results in bench/results/: go-bench.json, should-run-process.json, scheduler.json,
-# bot-ingest-inprocess.txt and bot-ingest.txt (through a real loopx serve).
+# bot-ingest-inprocess.txt, bot-ingest.txt (through a real loopx serve) and
+# bot-ingest-intake-only.txt (the intake with no database work).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
@@ -39,3 +40,7 @@ cat bench/results/bot-ingest-inprocess.txt >&2
 echo "== bot: signed, encrypted HTTP-callback ingest into loopx serve vs pgbench INSERT commits at 1/8/32 senders; steady 200 events/s; serve's peak RSS" >&2
 LOOPX_BENCH=1 LOOPX_BENCH_SERVE="$PWD/bin/loopx" LOOPX_BENCH_OUT="$PWD/bench/results/bot-ingest.txt" go test -count=1 -run '^TestIngestBenchmark$' -timeout 600s ./bot/ >&2
 cat bench/results/bot-ingest.txt >&2
+
+echo "== bot: the intake alone (verification, decryption, parsing; no database): the ceiling the ingest ratio is measured under" >&2
+LOOPX_BENCH=1 LOOPX_BENCH_HANDLER=noop LOOPX_BENCH_OUT="$PWD/bench/results/bot-ingest-intake-only.txt" go test -count=1 -run '^TestIngestBenchmark$' -timeout 600s ./bot/ >&2
+cat bench/results/bot-ingest-intake-only.txt >&2
