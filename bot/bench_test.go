@@ -34,8 +34,8 @@ import (
 // TestIngestBenchmark measures HTTP-callback ingest of signed, encrypted im.message.receive_v1
 // events at 1, 8 and 32 concurrent senders (events/s, ack p50/p99), next to pgbench doing the
 // same number of single-row INSERT commits at the same concurrency on the same server, then a
-// paced 200 events/s run. Events go through the real router to benchGoals bound goals (event id, inbox
-// item, receipt outbox row in one transaction); LOOPX_BENCH_HANDLER=standin uses the lighter
+// paced 200 events/s run. Events go through the real router to benchGoals bound goals (event
+// id, inbox item, audit row and receipt outbox row committed together); LOOPX_BENCH_HANDLER=standin uses the lighter
 // test stand-in, =noop the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
 // results table; BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -257,6 +258,9 @@ func (s *Store) TakeSendSlot(ctx context.Context, scopes []RateScope, maxWait ti
 	for i, sc := range scopes {
 		if sc.Scope == "" || sc.Interval <= 0 || sc.Burst < 1 {
 			return 0, false, Errorf(ErrInvalid, "scope", "rate scope %q needs a name, a positive interval and a burst of at least 1", sc.Scope)
+		}
+		if slices.Contains(names[:i], sc.Scope) {
+			return 0, false, Errorf(ErrInvalid, "scope", "rate scope %q is given twice; one booking covers each scope once", sc.Scope)
 		}
 		names[i], intervals[i], taus[i] = sc.Scope, sc.Interval.Microseconds(), (sc.Interval * time.Duration(sc.Burst-1)).Microseconds()
 	}

@@ -247,6 +247,8 @@ func TestTakeSendSlotBooksSpacedSlotsAcrossCallers(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrInvalid)
 	_, _, err = s.TakeSendSlot(ctx, nil, 0)
 	require.ErrorIs(t, err, store.ErrInvalid)
+	_, _, err = s.TakeSendSlot(ctx, []store.RateScope{scopes[0], scopes[0]}, 0)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 func TestTakeSendSlotReservesNothingWhenOneScopeIsFull(t *testing.T) {
