@@ -58,14 +58,9 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 		in.reject(ctx, w, "too_large", "body larger than 1 MiB")
 		return
 	}
-	plain, reason, err := in.authenticate(r, body)
+	plain, env, reason, err := in.authenticate(r, body)
 	if err != nil {
 		in.reject(ctx, w, reason, err.Error())
-		return
-	}
-	var env envelope
-	if err := json.Unmarshal(plain, &env); err != nil {
-		in.reject(ctx, w, "malformed", "body is not a JSON event")
 		return
 	}
 	if env.Type == "url_verification" {
@@ -100,37 +95,42 @@ func eventType(env envelope) string {
 // authenticate returns the plaintext event after checking what the configuration allows:
 // with an encrypt key, the body must be encrypted with it and carry a valid signature (Lark
 // does not sign the URL-verification challenge, which the verification token then covers);
-// with a verification token, the token inside the event must match.
-func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, reason string, err error) {
+// with a verification token, the token inside the event must match. It returns the plaintext
+// parsed into env too: the event is parsed once here, not again by the caller.
+func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, env envelope, reason string, err error) {
 	plain = body
 	signed := false
 	if in.cfg.EncryptKey != "" {
-		var env struct {
+		var outer struct {
 			Encrypt string `json:"encrypt"`
 		}
-		if json.Unmarshal(body, &env) != nil || env.Encrypt == "" {
-			return nil, "not_encrypted", errors.New("body is not encrypted with the encrypt key")
+		if json.Unmarshal(body, &outer) != nil || outer.Encrypt == "" {
+			return nil, env, "not_encrypted", errors.New("body is not encrypted with the encrypt key")
 		}
 		if sig := r.Header.Get(larkevent.EventSignature); sig != "" {
 			want := larkevent.Signature(r.Header.Get(larkevent.EventRequestTimestamp),
 				r.Header.Get(larkevent.EventRequestNonce), in.cfg.EncryptKey, string(body))
 			if subtle.ConstantTimeCompare([]byte(sig), []byte(want)) != 1 {
-				return nil, "bad_signature", errors.New("signature does not match")
+				return nil, env, "bad_signature", errors.New("signature does not match")
 			}
 			signed = true
 		}
-		p, err := decryptEvent(env.Encrypt, in.cfg.EncryptKey)
-		if err != nil || !json.Valid(p) {
-			return nil, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
+		p, err := decryptEvent(outer.Encrypt, in.cfg.EncryptKey)
+		if err != nil {
+			return nil, env, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
 		}
 		plain = p
 	}
-	var env envelope
 	if err := json.Unmarshal(plain, &env); err != nil {
-		return nil, "malformed", errors.New("body is not a JSON event")
+		// What a wrong key decrypts to is rarely JSON: that is a key mismatch, not a bad event.
+		var syntax *json.SyntaxError
+		if in.cfg.EncryptKey != "" && errors.As(err, &syntax) {
+			return nil, env, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
+		}
+		return nil, env, "malformed", errors.New("body is not a JSON event")
 	}
 	if in.cfg.EncryptKey != "" && !signed && env.Type != "url_verification" {
-		return nil, "bad_signature", errors.New("signature missing")
+		return nil, env, "bad_signature", errors.New("signature missing")
 	}
 	if in.cfg.VerificationToken != "" {
 		tok := env.Token
@@ -138,13 +138,13 @@ func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, reas
 			tok = env.Header.Token
 		}
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(in.cfg.VerificationToken)) != 1 {
-			return nil, "bad_token", errors.New("verification token does not match")
+			return nil, env, "bad_token", errors.New("verification token does not match")
 		}
 	} else if env.Type == "url_verification" && !signed {
 		// Nothing vouches for an unsigned challenge without a token; refuse rather than echo.
-		return nil, "bad_token", errors.New("no verification token configured for the URL challenge")
+		return nil, env, "bad_token", errors.New("no verification token configured for the URL challenge")
 	}
-	return plain, "", nil
+	return plain, env, "", nil
 }
 
 func (in *Intake) reject(ctx context.Context, w http.ResponseWriter, reason, detail string) {

@@ -170,9 +170,28 @@ func TestForgedCallbacksAreRejectedAndStoreNothing(t *testing.T) {
 		"X-Lark-Request-Timestamp": itoa(ts), "X-Lark-Request-Nonce": "n",
 		"X-Lark-Signature": sandbox.Sign(itoa(ts), "n", testKey, body2)}))
 
+	// ... signed and encrypted with the right key, but what it carries is not JSON, or is JSON
+	// of the wrong shape.
+	signedPost := func(plain []byte) int {
+		enc, err := sandbox.Encrypt(plain, testKey)
+		require.NoError(t, err)
+		body, _ := json.Marshal(map[string]string{"encrypt": enc})
+		return post(e.srvURL+"/lark/events", body, map[string]string{
+			"X-Lark-Request-Timestamp": itoa(ts), "X-Lark-Request-Nonce": "n",
+			"X-Lark-Signature": sandbox.Sign(itoa(ts), "n", testKey, body)})
+	}
+	require.Equal(t, http.StatusUnauthorized, signedPost([]byte(`{"header": {"event_id": "ev_cut`)))
+	require.Equal(t, http.StatusUnauthorized, signedPost([]byte(`{"header": "not an object"}`)))
+	for reason, n := range map[string]float64{"bad_signature": 2, "not_encrypted": 1, "bad_encryption": 2, "malformed": 1} {
+		require.Equal(t, n, e.counter("loopx_lark_events_rejected_total", map[string]string{"transport": bot.TransportHTTP, "reason": reason}), reason)
+	}
+
 	// Token only: a wrong verification token.
 	require.Equal(t, http.StatusUnauthorized, post(tok.srvURL+"/lark/events", payload("WRONG-TOKEN"), nil))
 	require.Equal(t, http.StatusUnauthorized, post(tok.srvURL+"/lark/events", payload(""), nil))
+	require.Equal(t, http.StatusUnauthorized, post(tok.srvURL+"/lark/events", []byte(`{"header":`), nil))
+	require.Equal(t, 2.0, tok.counter("loopx_lark_events_rejected_total", map[string]string{"transport": bot.TransportHTTP, "reason": "bad_token"}))
+	require.Equal(t, 1.0, tok.counter("loopx_lark_events_rejected_total", map[string]string{"transport": bot.TransportHTTP, "reason": "malformed"}))
 
 	for _, x := range []*env{e, tok} {
 		require.Zero(t, x.count(`SELECT count(*) FROM lark_event`))
