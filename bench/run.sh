@@ -37,7 +37,7 @@ echo "== bot: the same ingest into the intake and router in the test process (no
 LOOPX_BENCH=1 LOOPX_BENCH_OUT="$PWD/bench/results/bot-ingest-inprocess.txt" go test -count=1 -run '^TestIngestBenchmark$' -timeout 600s ./bot/ >&2
 cat bench/results/bot-ingest-inprocess.txt >&2
 
-echo "== bot: signed, encrypted HTTP-callback ingest into loopx serve vs pgbench INSERT commits at 1/8/32 senders; steady 200 events/s; serve's peak RSS" >&2
+echo "== bot: signed, encrypted HTTP-callback ingest into loopx serve vs pgbench (single-row INSERT commits; the four rows of an event) at 1/8/32 senders; steady 200 events/s; serve's peak RSS" >&2
 LOOPX_BENCH=1 LOOPX_BENCH_SERVE="$PWD/bin/loopx" LOOPX_BENCH_OUT="$PWD/bench/results/bot-ingest.txt" go test -count=1 -run '^TestIngestBenchmark$' -timeout 600s ./bot/ >&2
 cat bench/results/bot-ingest.txt >&2
 

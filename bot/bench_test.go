@@ -33,7 +33,9 @@ import (
 
 // TestIngestBenchmark measures HTTP-callback ingest of signed, encrypted im.message.receive_v1
 // events at 1, 8 and 32 concurrent senders (events/s, ack p50/p99), next to pgbench doing the
-// same number of single-row INSERT commits at the same concurrency on the same server, then a
+// same number of single-row INSERT commits at the same concurrency on the same server (the
+// issue's baseline), and pgbench committing the same four rows an event's effect is (event id,
+// inbox item, audit row, receipt outbox row; one statement per transaction, no checks), then a
 // paced 200 events/s run. Events go through the real router to benchGoals bound goals (event
 // id, inbox item, audit row and receipt outbox row committed together); LOOPX_BENCH_HANDLER=standin uses the lighter
 // test stand-in, =noop the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
@@ -141,12 +143,15 @@ func TestIngestBenchmark(t *testing.T) {
 	require.NoError(t, err)
 	script := filepath.Join(t.TempDir(), "insert.sql")
 	require.NoError(t, os.WriteFile(script, []byte("INSERT INTO bench_insert (payload) VALUES ('event');\n"), 0o600))
+	effectScript := createEffectBaseline(t, st)
+	effectRows := 0 // transactions the four-row baseline committed, each an inbox item
 
 	var out strings.Builder
 	if tgt.serve != nil {
 		fmt.Fprintf(&out, "events pushed to loopx serve (pid %d) over HTTP: real router, outbox sender, receipts to the Lark sandbox\n", tgt.serve.pid())
 	}
-	fmt.Fprintf(&out, "%-8s %8s %12s %10s %10s %14s %8s\n", "senders", "events", "events/s", "ack p50", "ack p99", "pgbench tps", "ratio")
+	fmt.Fprintf(&out, "%-8s %8s %12s %10s %10s %14s %8s %14s %8s\n", "senders", "events", "events/s", "ack p50", "ack p99",
+		"pgbench tps", "ratio", "4-row tps", "ratio")
 	for _, c := range []int{1, 8, 32} {
 		n := 400 * c
 		if c == 32 {
@@ -180,8 +185,11 @@ func TestIngestBenchmark(t *testing.T) {
 		rate := float64(n) / elapsed.Seconds()
 		slices.Sort(lat)
 		tps := runPgbench(t, pgbench, url, script, c, n)
-		fmt.Fprintf(&out, "%-8d %8d %12.0f %10s %10s %14.0f %7.0f%%\n", c, n, rate,
-			lat[n/2].Round(10*time.Microsecond), lat[n*99/100].Round(10*time.Microsecond), tps, 100*rate/tps)
+		effectTPS := runPgbench(t, pgbench, url, effectScript, c, n, "-M", "prepared")
+		effectRows += n / c * c
+		fmt.Fprintf(&out, "%-8d %8d %12.0f %10s %10s %14.0f %7.0f%% %14.0f %7.0f%%\n", c, n, rate,
+			lat[n/2].Round(10*time.Microsecond), lat[n*99/100].Round(10*time.Microsecond), tps, 100*rate/tps,
+			effectTPS, 100*rate/effectTPS)
 	}
 
 	// Steady 200 events/s for 5 s, open loop: ack latency under a realistic load.
@@ -209,7 +217,7 @@ func TestIngestBenchmark(t *testing.T) {
 		// How much of the receipt work serve did within the run (Lark's send limits pace it).
 		fmt.Fprintf(&out, "receipts serve sent to the sandbox during the run: %d of %d queued (%d failed)\n",
 			countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction' AND state = 'sent'`),
-			countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction'`),
+			countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction' AND receive_id <> '`+effectChat+`'`),
 			countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction' AND state = 'failed'`))
 	} else {
 		fmt.Fprintf(&out, "peak RSS of the benchmark process (intake + router + load generator): %s\n", peakRSS("self"))
@@ -227,15 +235,18 @@ func TestIngestBenchmark(t *testing.T) {
 	}
 	// An answer cut by the deadline may follow a commit that did land (Lark's redelivery is
 	// then a no-op), so the committed count lies between the acknowledged and the sent.
-	committed := int64(countRows(t, st, `SELECT count(*) FROM lark_event`))
+	committed := int64(countRows(t, st, `SELECT count(*) FROM lark_event WHERE event_id NOT LIKE 'pgbench%'`))
 	if checkCommitted {
 		require.GreaterOrEqual(t, committed, seq.Load()-failed.Load(), "every acknowledged event committed")
 		require.LessOrEqual(t, committed, seq.Load())
 	}
+	require.Equal(t, effectRows, countRows(t, st, `SELECT count(*) FROM inbox_item WHERE source_chat = '`+effectChat+`'`),
+		"the four-row baseline committed its rows")
 	if tgt.serve != nil || os.Getenv("LOOPX_BENCH_HANDLER") == "" {
 		// The product's inbox bound holds (benchGoals spreads the events so that no inbox
 		// fills): every event is an item, none a refusal measured as ingest.
-		require.Equal(t, committed, int64(countRows(t, st, `SELECT count(*) FROM inbox_item`)), "every event became an inbox item")
+		require.Equal(t, committed, int64(countRows(t, st, `SELECT count(*) FROM inbox_item WHERE source_chat <> '`+effectChat+`'`)),
+			"every event became an inbox item")
 	}
 	if p := os.Getenv("LOOPX_BENCH_OUT"); p != "" {
 		require.NoError(t, os.WriteFile(p, []byte(out.String()), 0o644))
@@ -268,6 +279,50 @@ func createBenchGoals(t *testing.T, st *store.Store) {
 			fmt.Sprintf("oc_bench_%02d", g), id)
 		require.NoError(t, err)
 	}
+}
+
+// effectChat is the chat of the four-row baseline's rows, which no event of the benchmark uses.
+const effectChat = "oc_pgbench"
+
+// createEffectBaseline writes the pgbench script of the four-row baseline and the benchGoals
+// goals (pb00...) its rows belong to, so that the rows meet the same foreign keys, triggers
+// and indexes as the router's, but never the bench goals' inbox bound. Its receipts are
+// pending but due at infinity: a running sender never sends them.
+func createEffectBaseline(t *testing.T, st *store.Store) (script string) {
+	t.Helper()
+	ctx := t.Context()
+	for g := range benchGoals {
+		id := fmt.Sprintf("pb%02d", g)
+		_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: id, Owners: []string{"ou_bench"}, Meta: setupMeta})
+		require.NoError(t, err)
+		_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: id, AgentID: "codex", IsDefault: true, Meta: setupMeta})
+		require.NoError(t, err)
+	}
+	// pgbench substitutes :name even inside string literals, so no literal here holds a colon
+	// before a letter.
+	sql := fmt.Sprintf(`\set r random(1, 1000000000000000)
+\set g random(0, %d)
+WITH ev AS (
+    INSERT INTO lark_event (event_id, event_type) VALUES ('pgbench_' || :client_id || '_' || :r, 'im.message.receive_v1')
+), item AS (
+    INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender, source_chat, source_message)
+    VALUES ('pb' || lpad(CAST(:g AS text), 2, '0'), 'codex', 'inbox', 'please look at the build', 'ou_bench', '%[2]s',
+            'pgbench_' || :client_id || '_' || :r)
+    RETURNING id, goal_id
+), audited AS (
+    INSERT INTO audit (actor, surface, action, goal_id, target, allowed, detail)
+    SELECT 'ou_bench', 'chat', 'chat.message', goal_id, 'inbox_' || id, true,
+           jsonb_build_object('agent_id', 'codex', 'mode', 'inbox', 'session_id', '')
+    FROM item
+)
+INSERT INTO outbox (uuid, dedupe_key, kind, receive_id, target_message, content, goal_id, agent_id, next_attempt_at)
+SELECT gen_random_uuid()::text, 'evt_pgbench_' || :client_id || '_' || :r || '_receipt', 'reaction', '%[2]s',
+       'pgbench_' || :client_id || '_' || :r, 'OK', goal_id, 'codex', 'infinity'
+FROM item;
+`, benchGoals-1, effectChat)
+	script = filepath.Join(t.TempDir(), "effect.sql")
+	require.NoError(t, os.WriteFile(script, []byte(sql), 0o600))
+	return script
 }
 
 type noopHandler struct{}
@@ -312,12 +367,12 @@ func countRows(t *testing.T, st *store.Store, sql string) int {
 
 var tpsRE = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
 
-// runPgbench runs n single-row INSERT commits over c clients and returns the tps pgbench
-// reports (excluding connection set-up).
-func runPgbench(t *testing.T, pgbench, url, script string, c, n int) float64 {
+// runPgbench runs script n times over c clients and returns the tps pgbench reports
+// (excluding connection set-up).
+func runPgbench(t *testing.T, pgbench, url, script string, c, n int, args ...string) float64 {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), pgbench, "-n", "-f", script, "-c", strconv.Itoa(c),
-		"-j", strconv.Itoa(min(c, 4)), "-t", strconv.Itoa(n/c), url)
+	args = append([]string{"-n", "-f", script, "-c", strconv.Itoa(c), "-j", strconv.Itoa(min(c, 4)), "-t", strconv.Itoa(n / c)}, args...)
+	cmd := exec.CommandContext(t.Context(), pgbench, append(args, url)...)
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(b))
 	m := tpsRE.FindSubmatch(b)
