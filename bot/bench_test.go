@@ -268,17 +268,22 @@ type ingestTarget struct {
 // chat oc_bench_NN.
 func createBenchGoals(t *testing.T, st *store.Store) {
 	t.Helper()
-	ctx := t.Context()
 	for g := range benchGoals {
 		id := fmt.Sprintf("g%02d", g)
-		_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: id, Owners: []string{"ou_bench"}, Meta: setupMeta})
-		require.NoError(t, err)
-		_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: id, AgentID: "codex", IsDefault: true, Meta: setupMeta})
-		require.NoError(t, err)
-		_, err = st.Pool().Exec(ctx, `INSERT INTO binding (chat_id, goal_id, agent_id, created_by) VALUES ($1, $2, 'codex', 'ou_bench')`,
+		createGoalWithAgent(t, st, id)
+		_, err := st.Pool().Exec(t.Context(), `INSERT INTO binding (chat_id, goal_id, agent_id, created_by) VALUES ($1, $2, 'codex', 'ou_bench')`,
 			fmt.Sprintf("oc_bench_%02d", g), id)
 		require.NoError(t, err)
 	}
+}
+
+// createGoalWithAgent creates goal id, owned by ou_bench, with default agent codex.
+func createGoalWithAgent(t *testing.T, st *store.Store, id string) {
+	t.Helper()
+	_, err := st.CreateGoal(t.Context(), store.CreateGoalParams{ID: id, Owners: []string{"ou_bench"}, Meta: setupMeta})
+	require.NoError(t, err)
+	_, err = st.RegisterAgent(t.Context(), store.RegisterAgentParams{GoalID: id, AgentID: "codex", IsDefault: true, Meta: setupMeta})
+	require.NoError(t, err)
 }
 
 // effectChat is the chat of the four-row baseline's rows, which no event of the benchmark uses.
@@ -290,13 +295,8 @@ const effectChat = "oc_pgbench"
 // pending but due at infinity: a running sender never sends them.
 func createEffectBaseline(t *testing.T, st *store.Store) (script string) {
 	t.Helper()
-	ctx := t.Context()
 	for g := range benchGoals {
-		id := fmt.Sprintf("pb%02d", g)
-		_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: id, Owners: []string{"ou_bench"}, Meta: setupMeta})
-		require.NoError(t, err)
-		_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: id, AgentID: "codex", IsDefault: true, Meta: setupMeta})
-		require.NoError(t, err)
+		createGoalWithAgent(t, st, fmt.Sprintf("pb%02d", g))
 	}
 	// pgbench substitutes :name even inside string literals, so no literal here holds a colon
 	// before a letter.
