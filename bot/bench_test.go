@@ -25,7 +25,6 @@ import (
 
 	"loopx/bot"
 	"loopx/bot/sandbox"
-	"loopx/inbox"
 	"loopx/router"
 	"loopx/store"
 	"loopx/store/storetest"
@@ -79,8 +78,7 @@ func TestIngestBenchmark(t *testing.T) {
 			h, checkCommitted = noopHandler{}, false
 		default:
 			createBenchGoals(t, st)
-			chat, err := router.New(st, router.Options{BotOpenID: "ou_bot", Logger: quietLogger(),
-				Inbox: inbox.Options{}})
+			chat, err := newChat(t, st, router.Options{BotOpenID: "ou_bot", Logger: quietLogger()})
 			require.NoError(t, err)
 			h = chat
 		}
@@ -271,7 +269,7 @@ func createBenchGoals(t *testing.T, st *store.Store) {
 	for g := range benchGoals {
 		id := fmt.Sprintf("g%02d", g)
 		createGoalWithAgent(t, st, id)
-		_, err := st.Pool().Exec(t.Context(), `INSERT INTO binding (chat_id, goal_id, agent_id, created_by) VALUES ($1, $2, 'codex', 'ou_bench')`,
+		_, err := st.DB().Exec(t.Context(), `INSERT INTO binding (chat_id, goal_id, agent_id, created_by) VALUES ($1, $2, 'codex', 'ou_bench')`,
 			fmt.Sprintf("oc_bench_%02d", g), id)
 		require.NoError(t, err)
 	}
@@ -361,7 +359,7 @@ func (l *sampleLog) String() string {
 
 func countRows(t *testing.T, st *store.Store, sql string) int {
 	var n int
-	require.NoError(t, st.Pool().QueryRow(context.Background(), sql).Scan(&n))
+	require.NoError(t, st.DB().QueryRow(context.Background(), sql).Scan(&n))
 	return n
 }
 

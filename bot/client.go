@@ -26,6 +26,8 @@ const (
 	codeScopeMissing       = 99991672
 	codeBadRequest         = 230001
 	codeBotNotInChat       = 230002
+	codeWrongAppID         = 10003
+	codeWrongSecret        = 10014
 	codeReplyRecalled      = 230011 // reply target recalled
 	codeReplyGone          = 230017
 	codeReplyNotInChat     = 230040
@@ -63,7 +65,7 @@ type Client struct {
 
 // NewClient builds a REST client for cfg. It makes no network call.
 func NewClient(cfg Config, timeout time.Duration) *Client {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}

@@ -27,30 +27,8 @@ type Config struct {
 	Transport string // TransportWS (default) or TransportHTTP
 }
 
-// ConfigFromEnv reads LARK_APP_ID, LARK_APP_SECRET, LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY,
-// LARK_BASE_URL and LARK_TRANSPORT through getenv, fills defaults and validates the result.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{
-		AppID:             strings.TrimSpace(getenv("LARK_APP_ID")),
-		AppSecret:         strings.TrimSpace(getenv("LARK_APP_SECRET")),
-		VerificationToken: strings.TrimSpace(getenv("LARK_VERIFICATION_TOKEN")),
-		EncryptKey:        strings.TrimSpace(getenv("LARK_ENCRYPT_KEY")),
-		BaseURL:           strings.TrimSpace(getenv("LARK_BASE_URL")),
-		Transport:         strings.ToLower(strings.TrimSpace(getenv("LARK_TRANSPORT"))),
-	}
-	c = c.withDefaults()
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
-}
-
-// Configured reports whether any Lark credential was given; with none, serve runs the sandbox.
-func Configured(getenv func(string) string) bool {
-	return getenv("LARK_APP_ID") != "" || getenv("LARK_APP_SECRET") != ""
-}
-
-func (c Config) withDefaults() Config {
+// WithDefaults fills in the open platform (Feishu) and the transport (ws) when unset.
+func (c Config) WithDefaults() Config {
 	if c.BaseURL == "" {
 		c.BaseURL = lark.FeishuBaseUrl
 	}

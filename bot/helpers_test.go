@@ -15,16 +15,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"loopx/bot"
 	"loopx/bot/sandbox"
 	"loopx/cmd/loopx/larkstore"
+	"loopx/inbox"
 	"loopx/router"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 // testRouter stands in for router.Chat with the same contract, over the real database: the
@@ -43,7 +44,7 @@ func (r *testRouter) HandleMessage(ctx context.Context, m router.Message) error 
 		r.failNext.Add(-1)
 		return errors.New("injected router failure")
 	}
-	return r.st.WithTx(ctx, func(tx pgx.Tx) error {
+	return r.st.WithTx(ctx, func(tx *store.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO lark_event (event_id, event_type) VALUES ($1, 'im.message.receive_v1') ON CONFLICT DO NOTHING`, m.EventID)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
@@ -61,7 +62,7 @@ func (r *testRouter) HandleMessage(ctx context.Context, m router.Message) error 
 func (r *testRouter) HandleCardAction(ctx context.Context, a router.CardAction) (router.CardResult, error) {
 	r.calls.Add(1)
 	var res router.CardResult
-	err := r.st.WithTx(ctx, func(tx pgx.Tx) error {
+	err := r.st.WithTx(ctx, func(tx *store.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO lark_event (event_id, event_type) VALUES ($1, 'card.action.trigger') ON CONFLICT DO NOTHING`, a.EventID)
 		if err != nil {
 			return err
@@ -145,7 +146,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e := &env{t: t, sb: sb, st: st, rt: &testRouter{st: st}, reg: reg, metrics: bot.NewMetrics(reg)}
 	e.h = e.rt
 	if o.realRouter {
-		chat, err := router.New(st, router.Options{BotOpenID: sb.BotOpenID(), Logger: quietLogger(), OnDuplicate: e.metrics.CountDuplicate})
+		chat, err := newChat(t, st, router.Options{BotOpenID: sb.BotOpenID(), Logger: quietLogger(), OnDuplicate: e.metrics.CountDuplicate})
 		require.NoError(t, err)
 		e.h = chat
 	}
@@ -214,14 +215,14 @@ func (e *env) startSender(name string, limits bot.RateLimits) *bot.Sender {
 func (e *env) count(sql string, args ...any) int {
 	e.t.Helper()
 	var n int
-	require.NoError(e.t, e.st.Pool().QueryRow(context.Background(), sql, args...).Scan(&n))
+	require.NoError(e.t, e.st.DB().QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
 
 func (e *env) insertOutbox(kind, chat, content, uuid string) int64 {
 	e.t.Helper()
 	var id int64
-	require.NoError(e.t, e.st.Pool().QueryRow(context.Background(),
+	require.NoError(e.t, e.st.DB().QueryRow(context.Background(),
 		`INSERT INTO outbox (uuid, kind, receive_id, content) VALUES ($1, $2, $3, $4) RETURNING id`, uuid, kind, chat, content).Scan(&id))
 	return id
 }
@@ -256,4 +257,20 @@ func waitDelivery(t *testing.T, d *sandbox.Delivery) sandbox.DeliveryResult {
 	res, err := d.Wait(ctx)
 	require.NoError(t, err)
 	return res
+}
+
+// newChat builds the real router over st with the embedded templates and a default inbox, as
+// loopx serve does.
+func newChat(t testing.TB, st *store.Store, opts router.Options) (*router.Chat, error) {
+	t.Helper()
+	tpl, err := templates.New()
+	if err != nil {
+		return nil, err
+	}
+	ib, err := inbox.New(st, inbox.Options{Templates: tpl})
+	if err != nil {
+		return nil, err
+	}
+	opts.Templates, opts.Inbox = tpl, ib
+	return router.New(st, opts)
 }

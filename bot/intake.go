@@ -76,7 +76,7 @@ func ignoredEvents() []string {
 // NewIntake checks cfg and builds the intake. It starts nothing: mount EventsHandler and
 // CardsHandler for HTTP callbacks, or run RunWS for the long connection.
 func NewIntake(cfg Config, h EventHandler, opts IntakeOptions) (*Intake, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("check lark settings: %w", err)
 	}
@@ -86,7 +86,7 @@ func NewIntake(cfg Config, h EventHandler, opts IntakeOptions) (*Intake, error) 
 	in := &Intake{cfg: cfg, h: h, log: opts.Logger, m: opts.Metrics, now: opts.Now,
 		timeout: opts.HandlerTimeout, wsOpts: opts.WS.withDefaults()}
 	if in.log == nil {
-		in.log = slog.Default()
+		in.log = slog.New(slog.DiscardHandler)
 	}
 	if in.m == nil {
 		in.m = NewMetrics(nil)

@@ -17,25 +17,20 @@ import (
 	"loopx/bot/sandbox"
 )
 
-func TestConfigFromEnvNamesTheBadSetting(t *testing.T) {
+func TestConfigValidateNamesTheBadSetting(t *testing.T) {
 	t.Parallel()
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	valid := func(c bot.Config) error { return c.WithDefaults().Validate() }
 
-	_, err := bot.ConfigFromEnv(env(map[string]string{}))
+	err := valid(bot.Config{})
 	require.ErrorContains(t, err, "LARK_APP_ID")
 	require.ErrorContains(t, err, "LARK_APP_SECRET")
 
-	_, err = bot.ConfigFromEnv(env(map[string]string{"LARK_APP_ID": "cli_x", "LARK_APP_SECRET": "s", "LARK_TRANSPORT": "http"}))
-	require.ErrorContains(t, err, "LARK_VERIFICATION_TOKEN")
+	require.ErrorContains(t, valid(bot.Config{AppID: "cli_x", AppSecret: "s", Transport: "http"}), "LARK_VERIFICATION_TOKEN")
+	require.ErrorContains(t, valid(bot.Config{AppID: "cli_x", AppSecret: "s", Transport: "carrier-pigeon"}), "LARK_TRANSPORT")
+	require.ErrorContains(t, valid(bot.Config{AppID: "cli_x", AppSecret: "s", BaseURL: "open.feishu.cn"}), "LARK_BASE_URL")
 
-	_, err = bot.ConfigFromEnv(env(map[string]string{"LARK_APP_ID": "cli_x", "LARK_APP_SECRET": "s", "LARK_TRANSPORT": "carrier-pigeon"}))
-	require.ErrorContains(t, err, "LARK_TRANSPORT")
-
-	_, err = bot.ConfigFromEnv(env(map[string]string{"LARK_APP_ID": "cli_x", "LARK_APP_SECRET": "s", "LARK_BASE_URL": "open.feishu.cn"}))
-	require.ErrorContains(t, err, "LARK_BASE_URL")
-
-	c, err := bot.ConfigFromEnv(env(map[string]string{"LARK_APP_ID": "cli_x", "LARK_APP_SECRET": "s"}))
-	require.NoError(t, err)
+	c := bot.Config{AppID: "cli_x", AppSecret: "s"}.WithDefaults()
+	require.NoError(t, c.Validate())
 	require.Equal(t, bot.TransportWS, c.Transport)
 	require.Equal(t, "https://open.feishu.cn", c.BaseURL)
 }
@@ -58,7 +53,7 @@ func TestMessageHandledOnceOverBothTransports(t *testing.T) {
 
 			require.Equal(t, 1, e.count(`SELECT count(*) FROM unrouted WHERE message_id = $1`, d.MessageID))
 			var text, sender string
-			require.NoError(t, e.st.Pool().QueryRow(t.Context(), `SELECT text, sender FROM unrouted WHERE message_id = $1`, d.MessageID).Scan(&text, &sender))
+			require.NoError(t, e.st.DB().QueryRow(t.Context(), `SELECT text, sender FROM unrouted WHERE message_id = $1`, d.MessageID).Scan(&text, &sender))
 			require.Equal(t, "@_user_1 #demo deploy svc-a", text)
 			require.Equal(t, owner, sender)
 
@@ -257,10 +252,10 @@ func TestGateCardClickOverBothTransports(t *testing.T) {
 			e.startSender("s1", bot.DefaultRateLimits)
 			ctx := t.Context()
 			chat := e.sb.DefaultChatID()
-			_, err := e.st.Pool().Exec(ctx, `INSERT INTO goal (id, owners) VALUES ('demo', $1)`, []string{owner})
+			_, err := e.st.DB().Exec(ctx, `INSERT INTO goal (id, owners) VALUES ('demo', $1)`, []string{owner})
 			require.NoError(t, err)
 			var gate int64
-			require.NoError(t, e.st.Pool().QueryRow(ctx, `INSERT INTO gate (goal_id, question) VALUES ('demo', 'Ship it?') RETURNING id`).Scan(&gate))
+			require.NoError(t, e.st.DB().QueryRow(ctx, `INSERT INTO gate (goal_id, question) VALUES ('demo', 'Ship it?') RETURNING id`).Scan(&gate))
 			card := `{"schema":"2.0","body":{"elements":[{"tag":"markdown","content":"Ship it?"},{"tag":"button","text":{"tag":"plain_text","content":"Approve"},"behaviors":[{"type":"callback","value":{"gate":"` + itoa(gate) + `"}}]}]}}`
 			e.insertOutbox("card", chat, card, "gate-card-1")
 			var cardMsg sandbox.Message
@@ -355,7 +350,7 @@ func TestPostMessageFlattenedToText(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, waitDelivery(t, d).Acked)
 	var text string
-	require.NoError(t, e.st.Pool().QueryRow(t.Context(), `SELECT text FROM unrouted WHERE message_id = 'om_post_1'`).Scan(&text))
+	require.NoError(t, e.st.DB().QueryRow(t.Context(), `SELECT text FROM unrouted WHERE message_id = 'om_post_1'`).Scan(&text))
 	require.Equal(t, "Plan\n@_user_1 #demo ship docs\nsecond line", text)
 }
 

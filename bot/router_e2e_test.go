@@ -10,6 +10,7 @@ import (
 	"loopx/bot/sandbox"
 	"loopx/router"
 	"loopx/store"
+	"loopx/templates"
 )
 
 var setupMeta = store.Meta{Actor: "admin", Surface: "system"}
@@ -88,9 +89,10 @@ func TestRouterGateCardApproveOverBothTransports(t *testing.T) {
 			e.startSender("s1", bot.DefaultRateLimits)
 			chat := e.seedGoal()
 			ctx := t.Context()
-			rc := e.h.(*router.Chat)
+			tpl, err := templates.New()
+			require.NoError(t, err)
 			gate, err := e.st.AskGate(ctx, store.AskGateParams{GoalID: "docs", AgentID: "codex", Question: "Publish the release notes?",
-				Notice: rc.GateNotice(ctx), Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"}})
+				Notice: router.NewGateCards(tpl, "en").Ask, Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"}})
 			require.NoError(t, err)
 			var card sandbox.Message
 			require.Eventually(t, func() bool {

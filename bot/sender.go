@@ -148,7 +148,7 @@ func NewSender(cli *Client, ob Outbox, lim Limiter, opts SenderOptions) (*Sender
 	s := &Sender{cli: cli, ob: ob, lim: lim, opt: opts, log: opts.Logger, m: opts.Metrics, now: opts.Now,
 		wake: make(chan struct{}, 1)}
 	if s.log == nil {
-		s.log = slog.Default()
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.m == nil {
 		s.m = NewMetrics(nil)
@@ -460,13 +460,8 @@ func isRecalledCode(code int) bool {
 }
 
 func permanentReason(res apiResult) string {
-	switch res.Code {
-	case codeBotNotInChat:
-		return "the bot is not in this chat (230002): add the bot to the chat"
-	case codeScopeMissing:
-		return "the app lacks a permission (99991672): " + res.Msg + "; enable the scope in the developer console and publish a new version"
-	case codeBadRequest:
-		return "Lark refused the message as invalid (230001): " + res.Msg
+	if hint, advice := Advice(res.Code); hint != "" {
+		return fmt.Sprintf("lark code %d: %s: %s", res.Code, res.Msg, advice)
 	}
 	return fmt.Sprintf("lark code %d (HTTP %d): %s", res.Code, res.HTTPStatus, res.Msg)
 }

@@ -138,7 +138,7 @@ func TestPermanentFailuresAreMarkedWithTheirCode(t *testing.T) {
 
 	require.Eventually(t, func() bool { return e.count(`SELECT count(*) FROM outbox WHERE state = 'failed'`) == 5 }, 10*time.Second, 20*time.Millisecond)
 	var reasons []string
-	rows, err := e.st.Pool().Query(ctx, `SELECT uuid, last_code, last_error FROM outbox ORDER BY uuid`)
+	rows, err := e.st.DB().Query(ctx, `SELECT uuid, last_code, last_error FROM outbox ORDER BY uuid`)
 	require.NoError(t, err)
 	codes := map[string]int{}
 	for rows.Next() {
@@ -187,17 +187,17 @@ func TestCardUpdateAndReaction(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, waitDelivery(t, d).Acked)
 	card := e.insertOutbox("card", chat, `{"schema":"2.0","body":{"elements":[{"tag":"markdown","content":"v1"}]}}`, "cu-card")
-	_, err = e.st.Pool().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, update_of, content) VALUES ('cu-upd', 'card_update', $1, $2, $3)`,
+	_, err = e.st.DB().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, update_of, content) VALUES ('cu-upd', 'card_update', $1, $2, $3)`,
 		chat, card, `{"schema":"2.0","body":{"elements":[{"tag":"markdown","content":"v2"}]}}`)
 	require.NoError(t, err)
-	_, err = e.st.Pool().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, target_message, content) VALUES ('cu-react', 'reaction', $1, $2, 'OK')`,
+	_, err = e.st.DB().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, target_message, content) VALUES ('cu-react', 'reaction', $1, $2, 'OK')`,
 		chat, d.MessageID)
 	require.NoError(t, err)
 	e.startSender("s1", bot.DefaultRateLimits)
 	e.waitAllSent(4, 10*time.Second) // reply, card, update, reaction
 
 	var cardMsg string
-	require.NoError(t, e.st.Pool().QueryRow(ctx, `SELECT lark_message_id FROM outbox WHERE id = $1`, card).Scan(&cardMsg))
+	require.NoError(t, e.st.DB().QueryRow(ctx, `SELECT lark_message_id FROM outbox WHERE id = $1`, card).Scan(&cardMsg))
 	m, ok := e.sb.Message(cardMsg)
 	require.True(t, ok)
 	require.True(t, m.Updated)

@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,8 +11,6 @@ import (
 	"log/slog"
 	"time"
 	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5"
 
 	"loopx/store"
 	"loopx/templates"
@@ -111,46 +110,59 @@ type Agent struct {
 	AgentID string
 }
 
-func (a Agent) actor() string { return "agent:" + a.GoalID + "/" + a.AgentID }
+// Meta is who acts on the agent's inbox: the agent itself, from the API, under the caller's
+// idempotency key (a retried drain whose answer was lost returns the same items).
+func (a Agent) meta(key string) store.Meta {
+	return store.Meta{Actor: "agent:" + a.GoalID + "/" + a.AgentID, Surface: "api", IdempotencyKey: key}
+}
 
-// Drain hands out up to limit pending items (steer first, then oldest) and marks them
-// delivered. sessionID "" takes every session's items.
-func (ib *Inbox) Drain(ctx context.Context, a Agent, sessionID string, limit int) ([]store.InboxItem, error) {
-	var items []store.InboxItem
-	err := ib.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := ib.expireSteer(ctx, tx, a.GoalID, a.AgentID); err != nil {
-			return err
-		}
-		var err error
-		items, err = store.DrainInbox(ctx, tx, store.DrainParams{
-			GoalID: a.GoalID, AgentID: a.AgentID, SessionID: sessionID, Limit: limit,
-			Now: ib.opts.Now(), AckTimeout: ib.opts.AckTimeout,
+func (a Agent) target() string { return "agent:" + a.GoalID + "/" + a.AgentID }
+
+// DrainParams asks for up to Limit pending items of one agent.
+type DrainParams struct {
+	SessionID string // "" takes every session's items
+	Limit     int    // 0 = 50
+	// Key makes the drain replayable: the same key returns the same items.
+	Key string `json:"-"`
+}
+
+// Drain hands out up to p.Limit pending items (steer first, then oldest) and marks them
+// delivered.
+func (ib *Inbox) Drain(ctx context.Context, a Agent, p DrainParams) ([]store.InboxItem, error) {
+	items, err := store.Do(ctx, ib.st, "inbox.drain", a.meta(p.Key), []any{a, p},
+		func(tx *store.Tx, now time.Time) ([]store.InboxItem, store.Audit, error) {
+			if err := ib.expireSteer(ctx, tx, a.GoalID, a.AgentID); err != nil {
+				return nil, store.Audit{}, err
+			}
+			items, err := store.DrainInbox(ctx, tx, store.DrainParams{
+				GoalID: a.GoalID, AgentID: a.AgentID, SessionID: p.SessionID, Limit: p.Limit,
+				Now: ib.opts.Now(), AckTimeout: ib.opts.AckTimeout,
+			})
+			if err != nil {
+				return nil, store.Audit{}, err
+			}
+			if len(items) == 0 {
+				return items, store.NoAudit(), nil // an empty poll is not worth an audit row
+			}
+			return items, ib.audit(a, "", map[string]any{"items": ids(items)}), nil
 		})
-		if err != nil {
-			return err
-		}
-		if len(items) == 0 {
-			return nil // an empty poll is not worth an audit row
-		}
-		return ib.audit(ctx, tx, a, "inbox.drain", "", true, map[string]any{"items": ids(items)})
-	})
 	if err != nil {
 		return nil, fmt.Errorf("drain inbox: %w", err)
 	}
 	return items, nil
 }
 
-// Ack marks items acknowledged after the agent wrote their effect.
-func (ib *Inbox) Ack(ctx context.Context, a Agent, itemIDs []int64) ([]store.InboxItem, error) {
-	var items []store.InboxItem
-	err := ib.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		items, err = store.AckInbox(ctx, tx, a.GoalID, a.AgentID, itemIDs, ib.opts.Now())
-		if err != nil {
-			return err
-		}
-		return ib.audit(ctx, tx, a, "inbox.ack", "", true, map[string]any{"items": itemIDs})
-	})
+// Ack marks items acknowledged after the agent wrote their effect. key makes the call
+// replayable.
+func (ib *Inbox) Ack(ctx context.Context, a Agent, itemIDs []int64, key string) ([]store.InboxItem, error) {
+	items, err := store.Do(ctx, ib.st, "inbox.ack", a.meta(key), []any{a, itemIDs},
+		func(tx *store.Tx, now time.Time) ([]store.InboxItem, store.Audit, error) {
+			items, err := store.AckInbox(ctx, tx, a.GoalID, a.AgentID, itemIDs, ib.opts.Now())
+			if err != nil {
+				return nil, store.Audit{}, err
+			}
+			return items, ib.audit(a, "", map[string]any{"items": itemIDs}), nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("ack inbox: %w", err)
 	}
@@ -164,6 +176,8 @@ type ReplyParams struct {
 	// twice is one reply.
 	Key  string
 	Text string
+	// CallKey makes the call replayable (the API's Idempotency-Key).
+	CallKey string `json:"-"`
 }
 
 // ReplyResult names the outbox row that carries the reply.
@@ -191,48 +205,48 @@ func (ib *Inbox) Reply(ctx context.Context, a Agent, p ReplyParams) (ReplyResult
 		sum := sha256.Sum256([]byte(p.Text))
 		key = "t-" + hex.EncodeToString(sum[:12])
 	}
-	res := ReplyResult{ItemID: p.ItemID, Key: key}
-	err := ib.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		it, err := store.GetInboxItem(ctx, tx, p.ItemID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && (it.GoalID != a.GoalID || it.AgentID != a.AgentID)) {
-			return store.Errorf(store.ErrNotFound, "item", "%d is not in the inbox of %s/%s", p.ItemID, a.GoalID, a.AgentID)
-		}
-		if err != nil {
-			return err
-		}
-		if it.SourceChat == "" {
-			return store.Errorf(store.ErrRefused, "item", "%d did not come from a chat; there is no conversation to answer in", p.ItemID)
-		}
-		in := store.OutboxInsert{
-			DedupeKey:     fmt.Sprintf("inbox-reply:%d:%s", it.ID, key),
-			Kind:          "text",
-			ReceiveID:     it.SourceChat,
-			ReplyTo:       it.SourceMessage,
-			ReplyInThread: it.SourceMessage != "",
-			Content:       p.Text,
-			GoalID:        it.GoalID,
-			AgentID:       it.AgentID,
-			SessionID:     it.SessionID,
-		}
-		id, created, err := store.InsertOutbox(ctx, tx, in)
-		if err != nil {
-			return err
-		}
-		if !created {
-			prev, err := store.GetOutbox(ctx, tx, id)
+	res, err := store.Do(ctx, ib.st, "inbox.reply", a.meta(p.CallKey), []any{a, p},
+		func(tx *store.Tx, now time.Time) (ReplyResult, store.Audit, error) {
+			res := ReplyResult{ItemID: p.ItemID, Key: key}
+			it, err := store.GetInboxItem(ctx, tx, p.ItemID)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && (it.GoalID != a.GoalID || it.AgentID != a.AgentID)) {
+				return res, store.Audit{}, store.Errorf(store.ErrNotFound, "item", "%d is not in the inbox of %s/%s", p.ItemID, a.GoalID, a.AgentID)
+			}
 			if err != nil {
-				return err
+				return res, store.Audit{}, err
 			}
-			if prev.Content != p.Text {
-				return store.Errorf(store.ErrConflict, "key", "reply key %q was already used for item %d with another text; use a new key", key, it.ID)
+			if it.SourceChat == "" {
+				return res, store.Audit{}, store.Errorf(store.ErrRefused, "item", "%d did not come from a chat; there is no conversation to answer in", p.ItemID)
 			}
-		}
-		res.OutboxID, res.Created = id, created
-		if !created {
-			return nil
-		}
-		return ib.audit(ctx, tx, a, "inbox.reply", fmt.Sprint(it.ID), true, map[string]any{"outbox_id": id, "key": key})
-	})
+			id, created, err := store.InsertOutbox(ctx, tx, store.OutboxInsert{
+				DedupeKey:     store.InboxReplyKey(it.ID, key),
+				Kind:          "text",
+				ReceiveID:     it.SourceChat,
+				ReplyTo:       it.SourceMessage,
+				ReplyInThread: it.SourceMessage != "",
+				Content:       p.Text,
+				GoalID:        it.GoalID,
+				AgentID:       it.AgentID,
+				SessionID:     it.SessionID,
+			})
+			if err != nil {
+				return res, store.Audit{}, err
+			}
+			if !created {
+				prev, err := store.GetOutbox(ctx, tx, id)
+				if err != nil {
+					return res, store.Audit{}, err
+				}
+				if prev.Content != p.Text {
+					return res, store.Audit{}, store.Errorf(store.ErrConflict, "key", "reply key %q was already used for item %d with another text; use a new key", key, it.ID)
+				}
+			}
+			res.OutboxID, res.Created = id, created
+			if !created {
+				return res, store.NoAudit(), nil
+			}
+			return res, ib.audit(a, fmt.Sprint(it.ID), map[string]any{"outbox_id": id, "key": key}), nil
+		})
 	if err != nil {
 		return ReplyResult{}, fmt.Errorf("reply to inbox item: %w", err)
 	}
@@ -241,7 +255,7 @@ func (ib *Inbox) Reply(ctx context.Context, a Agent, p ReplyParams) (ReplyResult
 
 // Counts returns the agent's waiting items (what should-run reports as inbox.pending/steer).
 func (ib *Inbox) Counts(ctx context.Context, a Agent) (store.InboxCounts, error) {
-	c, err := store.CountInbox(ctx, ib.st.Conn(ctx), a.GoalID, a.AgentID, ib.opts.Now())
+	c, err := store.CountInbox(ctx, ib.st.DB(), a.GoalID, a.AgentID, ib.opts.Now())
 	if err != nil {
 		return store.InboxCounts{}, fmt.Errorf("count inbox: %w", err)
 	}
@@ -251,7 +265,7 @@ func (ib *Inbox) Counts(ctx context.Context, a Agent) (store.InboxCounts, error)
 // Requeue returns timed-out deliveries of every agent to pending, expires old items, and
 // expires steer items whose turn ended before they were read (telling their senders).
 func (ib *Inbox) Requeue(ctx context.Context) error {
-	err := ib.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := ib.st.WithTx(ctx, func(tx *store.Tx) error {
 		if err := ib.expireSteer(ctx, tx, "", ""); err != nil {
 			return err
 		}
@@ -266,7 +280,7 @@ func (ib *Inbox) Requeue(ctx context.Context) error {
 // expireSteer expires steer items whose turn ended unread and queues a reply to each sender
 // in the message's thread: a steer is never handed to a later turn, and never dropped
 // silently either.
-func (ib *Inbox) expireSteer(ctx context.Context, tx pgx.Tx, goalID, agentID string) error {
+func (ib *Inbox) expireSteer(ctx context.Context, tx store.DB, goalID, agentID string) error {
 	expired, err := store.ExpireStaleSteer(ctx, tx, goalID, agentID)
 	if err != nil {
 		return err
@@ -290,7 +304,7 @@ func (ib *Inbox) expireSteer(ctx context.Context, tx pgx.Tx, goalID, agentID str
 			return err
 		}
 		if _, _, err := store.InsertOutbox(ctx, tx, store.OutboxInsert{
-			DedupeKey: fmt.Sprintf("inbox-steer-expired:%d", it.ID), Kind: "text", ReceiveID: it.SourceChat,
+			DedupeKey: store.SteerExpiredKey(it.ID), Kind: "text", ReceiveID: it.SourceChat,
 			ReplyTo: it.SourceMessage, ReplyInThread: it.SourceThread != "", Content: text,
 			GoalID: it.GoalID, AgentID: it.AgentID, SessionID: it.SessionID,
 		}); err != nil {
@@ -320,15 +334,10 @@ func (ib *Inbox) Run(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-func (ib *Inbox) audit(ctx context.Context, db store.DB, a Agent, action, target string, allowed bool, detail map[string]any) error {
-	b, err := json.Marshal(detail)
-	if err != nil {
-		return fmt.Errorf("encode audit detail: %w", err)
-	}
-	return store.InsertAudit(ctx, db, store.Audit{
-		Actor: a.actor(), Surface: "api", Action: action, GoalID: a.GoalID,
-		Target: target, Allowed: allowed, Detail: b,
-	})
+// audit is the audit row of an inbox operation; store.Do fills in who, when and what.
+func (ib *Inbox) audit(a Agent, target string, detail map[string]any) store.Audit {
+	b, _ := json.Marshal(detail) // maps of ids and strings always encode
+	return store.Audit{GoalID: a.GoalID, Target: cmp.Or(target, a.target()), Detail: b}
 }
 
 func ids(items []store.InboxItem) []int64 {

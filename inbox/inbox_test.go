@@ -1,12 +1,10 @@
 package inbox_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"loopx/inbox"
@@ -14,14 +12,14 @@ import (
 	"loopx/store/storetest"
 )
 
-type fixture struct {
+type testBundle struct {
 	st    *store.Store
 	ib    *inbox.Inbox
 	clock *storetest.Clock
 	agent inbox.Agent
 }
 
-func setup(t *testing.T, opts inbox.Options) fixture {
+func setup(t *testing.T, opts inbox.Options) testBundle {
 	t.Helper()
 	clk := storetest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
 	st := storetest.New(t, store.Options{Now: clk.Now})
@@ -35,15 +33,16 @@ func setup(t *testing.T, opts inbox.Options) fixture {
 	opts.Now = clk.Now
 	ib, err := inbox.New(st, opts)
 	require.NoError(t, err)
-	return fixture{st: st, ib: ib, clock: clk, agent: inbox.Agent{GoalID: "docs", AgentID: "codex"}}
+	return testBundle{st: st, ib: ib, clock: clk, agent: inbox.Agent{GoalID: "docs", AgentID: "codex"}}
 }
 
-func (f fixture) enqueue(t *testing.T, mode, text, source string) store.InboxItem {
+func (f testBundle) enqueue(t *testing.T, mode, text, source string) store.InboxItem {
 	t.Helper()
 	var it store.InboxItem
-	err := f.st.InTx(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
+	ctx := t.Context()
+	err := f.st.WithTx(ctx, func(tx *store.Tx) error {
 		var err error
-		it, _, err = f.ib.Enqueue(ctx, tx, store.InboxInsert{
+		it, _, err = f.ib.Enqueue(t.Context(), tx, store.InboxInsert{
 			GoalID: "docs", AgentID: "codex", Mode: mode, Text: text, Sender: "ou_member",
 			SourceChat: "oc_chat", SourceMessage: source, SourceThread: "om_root",
 		})
@@ -73,22 +72,22 @@ func TestDrainOrderSteerFirstThenOldest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.InboxCounts{Pending: 4, Steer: 1}, counts)
 
-	got, err := f.ib.Drain(t.Context(), f.agent, "", 3)
+	got, err := f.ib.Drain(t.Context(), f.agent, inbox.DrainParams{Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, []int64{c.ID, a.ID, b.ID}, itemIDs(got))
 	for _, it := range got {
 		require.Equal(t, store.InboxDelivered, it.State)
 		require.Equal(t, 1, it.Deliveries)
 	}
-	got, err = f.ib.Drain(t.Context(), f.agent, "", 10)
+	got, err = f.ib.Drain(t.Context(), f.agent, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []int64{d.ID}, itemIDs(got))
-	got, err = f.ib.Drain(t.Context(), f.agent, "", 10)
+	got, err = f.ib.Drain(t.Context(), f.agent, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got)
 
 	// The other agent's inbox is separate.
-	other, err := f.ib.Drain(t.Context(), inbox.Agent{GoalID: "docs", AgentID: "claude"}, "", 10)
+	other, err := f.ib.Drain(t.Context(), inbox.Agent{GoalID: "docs", AgentID: "claude"}, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, other)
 }
@@ -99,14 +98,14 @@ func TestRedeliveryAfterAckTimeout(t *testing.T) {
 	a := f.enqueue(t, store.ModeInbox, "do the thing", "om_1")
 	b := f.enqueue(t, store.ModeInbox, "and this", "om_2")
 
-	got, err := f.ib.Drain(t.Context(), f.agent, "", 10)
+	got, err := f.ib.Drain(t.Context(), f.agent, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	_, err = f.ib.Ack(t.Context(), f.agent, []int64{b.ID})
+	_, err = f.ib.Ack(t.Context(), f.agent, []int64{b.ID}, "")
 	require.NoError(t, err)
 
 	f.clock.Add(9 * time.Minute)
-	got, err = f.ib.Drain(t.Context(), f.agent, "", 10)
+	got, err = f.ib.Drain(t.Context(), f.agent, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got, "not yet timed out")
 	counts, err := f.ib.Counts(t.Context(), f.agent)
@@ -117,25 +116,25 @@ func TestRedeliveryAfterAckTimeout(t *testing.T) {
 	counts, err = f.ib.Counts(t.Context(), f.agent)
 	require.NoError(t, err)
 	require.Equal(t, 1, counts.Pending, "a timed-out delivery counts as pending for should-run")
-	got, err = f.ib.Drain(t.Context(), f.agent, "", 10)
+	got, err = f.ib.Drain(t.Context(), f.agent, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []int64{a.ID}, itemIDs(got))
 	require.Equal(t, 2, got[0].Deliveries)
 
-	acked, err := f.ib.Ack(t.Context(), f.agent, []int64{a.ID})
+	acked, err := f.ib.Ack(t.Context(), f.agent, []int64{a.ID}, "")
 	require.NoError(t, err)
 	require.Equal(t, store.InboxAcked, acked[0].State)
 	// Acking again is a no-op, not an error.
-	_, err = f.ib.Ack(t.Context(), f.agent, []int64{a.ID})
+	_, err = f.ib.Ack(t.Context(), f.agent, []int64{a.ID}, "")
 	require.NoError(t, err)
 
 	f.clock.Add(time.Hour)
-	got, err = f.ib.Drain(t.Context(), f.agent, "", 10)
+	got, err = f.ib.Drain(t.Context(), f.agent, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got, "acked items never come back")
 
 	// Another agent cannot ack items that are not in its inbox.
-	_, err = f.ib.Ack(t.Context(), inbox.Agent{GoalID: "docs", AgentID: "claude"}, []int64{a.ID})
+	_, err = f.ib.Ack(t.Context(), inbox.Agent{GoalID: "docs", AgentID: "claude"}, []int64{a.ID}, "")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -143,11 +142,11 @@ func TestRequeueSweepsEveryAgent(t *testing.T) {
 	t.Parallel()
 	f := setup(t, inbox.Options{AckTimeout: time.Minute})
 	a := f.enqueue(t, store.ModeInbox, "x", "om_1")
-	_, err := f.ib.Drain(t.Context(), f.agent, "", 10)
+	_, err := f.ib.Drain(t.Context(), f.agent, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	f.clock.Add(2 * time.Minute)
 	require.NoError(t, f.ib.Requeue(t.Context()))
-	it, err := store.GetInboxItem(t.Context(), f.st.Pool(), a.ID)
+	it, err := store.GetInboxItem(t.Context(), f.st.DB(), a.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.InboxPending, it.State)
 }
@@ -158,8 +157,8 @@ func TestBounds(t *testing.T) {
 	f.enqueue(t, store.ModeInbox, strings.Repeat("字", 12000), "om_1") // exactly at the limit, in characters
 	f.enqueue(t, store.ModeInbox, "two", "om_2")
 
-	err := f.st.InTx(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
-		_, _, err := f.ib.Enqueue(ctx, tx, store.InboxInsert{GoalID: "docs", AgentID: "codex", Text: "three", Sender: "ou_m", SourceMessage: "om_3"})
+	err := f.st.WithTx(t.Context(), func(tx *store.Tx) error {
+		_, _, err := f.ib.Enqueue(t.Context(), tx, store.InboxInsert{GoalID: "docs", AgentID: "codex", Text: "three", Sender: "ou_m", SourceMessage: "om_3"})
 		return err
 	})
 	require.ErrorIs(t, err, store.ErrFull)
@@ -171,7 +170,7 @@ func TestBounds(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "text", se.Field)
 
-	items, err := store.ListInbox(t.Context(), f.st.Pool(), "docs", "codex")
+	items, err := store.ListInbox(t.Context(), f.st.DB(), "docs", "codex")
 	require.NoError(t, err)
 	require.Len(t, items, 2, "the refused message wrote nothing")
 
@@ -193,7 +192,7 @@ func TestReplyLandsInSourceThreadOnce(t *testing.T) {
 	require.False(t, r2.Created)
 	require.Equal(t, r1.OutboxID, r2.OutboxID)
 
-	rows, err := store.OutboxAfter(t.Context(), f.st.Pool(), 0, 0)
+	rows, err := store.OutboxAfter(t.Context(), f.st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1, "the same reply twice is one outbox row")
 	row := rows[0]
@@ -214,7 +213,7 @@ func TestReplyLandsInSourceThreadOnce(t *testing.T) {
 	// Another agent may not answer this agent's item.
 	_, err = f.ib.Reply(t.Context(), inbox.Agent{GoalID: "docs", AgentID: "claude"}, inbox.ReplyParams{ItemID: it.ID, Text: "me too"})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	rows, err = store.OutboxAfter(t.Context(), f.st.Pool(), 0, 0)
+	rows, err = store.OutboxAfter(t.Context(), f.st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 }
@@ -229,8 +228,8 @@ func TestSteerExpiresWithItsTurn(t *testing.T) {
 	turn, err := f.st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "docs", AgentID: "codex", InstanceID: "t1", Lease: time.Hour, Meta: meta})
 	require.NoError(t, err)
 	var steer store.InboxItem
-	err = f.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		steer, _, err = f.ib.Enqueue(ctx, tx, store.InboxInsert{
+	err = f.st.WithTx(ctx, func(tx *store.Tx) error {
+		steer, _, err = f.ib.Enqueue(t.Context(), tx, store.InboxInsert{
 			GoalID: "docs", AgentID: "codex", Mode: store.ModeSteer, Text: "stop", Sender: "ou_member",
 			SourceChat: "oc_chat", SourceMessage: "om_steer", SourceThread: "om_root", TurnID: turn.ID,
 		})
@@ -241,13 +240,13 @@ func TestSteerExpiresWithItsTurn(t *testing.T) {
 	_, err = f.st.EndTurn(ctx, store.EndTurnParams{GoalID: "docs", AgentID: "codex", InstanceID: "t1", State: store.TurnOK, Meta: meta})
 	require.NoError(t, err)
 
-	got, err := f.ib.Drain(ctx, f.agent, "", 10)
+	got, err := f.ib.Drain(ctx, f.agent, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []int64{queued.ID}, itemIDs(got), "the stale steer is not handed to the next turn")
-	it, err := store.GetInboxItem(ctx, f.st.Pool(), steer.ID)
+	it, err := store.GetInboxItem(ctx, f.st.DB(), steer.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.InboxExpired, it.State)
-	rows, err := store.OutboxAfter(ctx, f.st.Pool(), 0, 0)
+	rows, err := store.OutboxAfter(ctx, f.st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, "om_steer", rows[0].ReplyTo)
@@ -255,7 +254,7 @@ func TestSteerExpiresWithItsTurn(t *testing.T) {
 	require.Contains(t, rows[0].Content, "/queue #docs/codex")
 
 	require.NoError(t, f.ib.Requeue(ctx))
-	rows, err = store.OutboxAfter(ctx, f.st.Pool(), 0, 0)
+	rows, err = store.OutboxAfter(ctx, f.st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1, "told once")
 }

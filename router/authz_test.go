@@ -34,33 +34,33 @@ func TestAuthorizationMatrix(t *testing.T) {
 	type cas struct {
 		name   string
 		level  level
-		setup  func(e *env) string // returns the text to send ("" = card click)
-		effect func(e *env, arg string) bool
+		setup  func(e *testBundle) string // returns the text to send ("" = card click)
+		effect func(e *testBundle, arg string) bool
 	}
 	cases := []cas{
-		{"help", anyone, func(*env) string { return "/help" }, answered("/approve <gate>")},
-		{"goals", anyone, func(*env) string { return "/goals" }, answered("")},
-		{"status", members, func(*env) string { return "/status" }, answered("turns used in the last 24 h")},
-		{"gates", members, func(*env) string { return "/gates #docs" }, answered("no open gates")},
-		{"report", members, func(*env) string { return "/report" }, answered("Reports are not configured")},
-		{"message", members, func(*env) string { return "#docs/claude hello" }, func(e *env, _ string) bool {
+		{"help", anyone, func(*testBundle) string { return "/help" }, answered("/approve <gate>")},
+		{"goals", anyone, func(*testBundle) string { return "/goals" }, answered("")},
+		{"status", members, func(*testBundle) string { return "/status" }, answered("turns used in the last 24 h")},
+		{"gates", members, func(*testBundle) string { return "/gates #docs" }, answered("no open gates")},
+		{"report", members, func(*testBundle) string { return "/report" }, answered("Reports are not configured")},
+		{"message", members, func(*testBundle) string { return "#docs/claude hello" }, func(e *testBundle, _ string) bool {
 			return len(e.inbox("docs", "claude")) == 1
 		}},
-		{"bind", owners, func(*env) string { return "/bind #docs/claude" }, func(e *env, _ string) bool {
-			bs, err := store.ChatBindings(e.t.Context(), e.st.Pool(), room)
+		{"bind", owners, func(*testBundle) string { return "/bind #docs/claude" }, func(e *testBundle, _ string) bool {
+			bs, err := store.ChatBindings(e.t.Context(), e.st.DB(), room)
 			require.NoError(e.t, err)
 			return len(bs) == 1 && bs[0].AgentID == "claude"
 		}},
-		{"unbind", owners, func(*env) string { return "/unbind" }, func(e *env, _ string) bool {
-			bs, err := store.ChatBindings(e.t.Context(), e.st.Pool(), room)
+		{"unbind", owners, func(*testBundle) string { return "/unbind" }, func(e *testBundle, _ string) bool {
+			bs, err := store.ChatBindings(e.t.Context(), e.st.DB(), room)
 			require.NoError(e.t, err)
 			ok := len(bs) == 0
 			if ok { // put it back for the cases that follow
-				require.NoError(e.t, store.Bind(e.t.Context(), e.st.Pool(), store.Binding{ChatID: room, GoalID: "docs", CreatedBy: owner}))
+				require.NoError(e.t, store.Bind(e.t.Context(), e.st.DB(), store.Binding{ChatID: room, GoalID: "docs", CreatedBy: owner}))
 			}
 			return ok
 		}},
-		{"pause", owners, func(*env) string { return "/pause #docs" }, func(e *env, _ string) bool {
+		{"pause", owners, func(*testBundle) string { return "/pause #docs" }, func(e *testBundle, _ string) bool {
 			ok := e.goal("docs").Status == store.GoalStopped
 			if ok {
 				_, err := e.st.ResumeGoal(e.t.Context(), store.GoalRef{GoalID: "docs", Meta: setupMeta})
@@ -68,11 +68,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 			return ok
 		}},
-		{"resume", owners, func(e *env) string {
+		{"resume", owners, func(e *testBundle) string {
 			_, err := e.st.StopGoal(e.t.Context(), store.GoalRef{GoalID: "docs", Meta: setupMeta})
 			require.NoError(e.t, err)
 			return "/resume"
-		}, func(e *env, _ string) bool {
+		}, func(e *testBundle, _ string) bool {
 			ok := e.goal("docs").Status == store.GoalActive
 			if !ok {
 				_, err := e.st.ResumeGoal(e.t.Context(), store.GoalRef{GoalID: "docs", Meta: setupMeta})
@@ -80,40 +80,40 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 			return ok
 		}},
-		{"budget", owners, func(*env) string { return "/budget #docs 7 12" }, func(e *env, _ string) bool {
+		{"budget", owners, func(*testBundle) string { return "/budget #docs 7 12" }, func(e *testBundle, _ string) bool {
 			g := e.goal("docs")
 			return g.AllowedSlots == 7 && g.WindowHours == 12
 		}},
-		{"todo", owners, func(*env) string { return "/todo #docs write the tests" }, func(e *env, _ string) bool {
+		{"todo", owners, func(*testBundle) string { return "/todo #docs write the tests" }, func(e *testBundle, _ string) bool {
 			ts, err := e.st.ListTodos(e.t.Context(), store.ListTodosParams{GoalID: "docs"})
 			require.NoError(e.t, err)
 			return len(ts) == 1 && ts[0].Text == "write the tests"
 		}},
-		{"approve", owners, func(e *env) string {
+		{"approve", owners, func(e *testBundle) string {
 			e.gate = e.askGate("approve me?", 0).ID
 			e.outbox()
 			return "/approve g" + itoa(e.gate) + " fine"
-		}, func(e *env, _ string) bool { return gateStatus(e, e.gate) == store.GateApproved }},
-		{"reject", owners, func(e *env) string {
+		}, func(e *testBundle, _ string) bool { return gateStatus(e, e.gate) == store.GateApproved }},
+		{"reject", owners, func(e *testBundle) string {
 			e.gate = e.askGate("reject me?", 0).ID
 			e.outbox()
 			return "/reject " + itoa(e.gate)
-		}, func(e *env, _ string) bool { return gateStatus(e, e.gate) == store.GateRejected }},
-		{"lang", ownersOfBound, func(*env) string { return "/lang zh" }, func(e *env, _ string) bool {
-			l, err := store.ChatLang(e.t.Context(), e.st.Pool(), room)
+		}, func(e *testBundle, _ string) bool { return gateStatus(e, e.gate) == store.GateRejected }},
+		{"lang", ownersOfBound, func(*testBundle) string { return "/lang zh" }, func(e *testBundle, _ string) bool {
+			l, err := store.ChatLang(e.t.Context(), e.st.DB(), room)
 			require.NoError(e.t, err)
 			return l == "zh"
 		}},
-		{"card click", owners, func(e *env) string {
+		{"card click", owners, func(e *testBundle) string {
 			e.gate = e.askGate("click me?", 0).ID
 			return ""
-		}, func(e *env, _ string) bool { return gateStatus(e, e.gate) == store.GateApproved }},
+		}, func(e *testBundle, _ string) bool { return gateStatus(e, e.gate) == store.GateApproved }},
 	}
 
 	for _, who := range []string{owner, member, admin, stranger} {
 		t.Run(who, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
+			e := setup(t)
 			for _, c := range cases {
 				text := c.setup(e)
 				reply := ""
@@ -159,13 +159,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 }
 
 // answered: the reply is the command's answer (containing want), not a refusal.
-func answered(want string) func(*env, string) bool {
-	return func(_ *env, reply string) bool {
+func answered(want string) func(*testBundle, string) bool {
+	return func(_ *testBundle, reply string) bool {
 		return !strings.HasPrefix(reply, "Sorry") && strings.Contains(reply, want)
 	}
 }
 
-func gateStatus(e *env, id int64) string {
+func gateStatus(e *testBundle, id int64) string {
 	e.t.Helper()
 	g, err := e.st.GetGate(e.t.Context(), "docs", id)
 	require.NoError(e.t, err)

@@ -13,7 +13,7 @@ import (
 // event dedupe, routing through the chat binding, authorization, inbox insert, audit and the
 // receipt row, in one transaction. Run: go test ./router -run X -bench HandleMessage
 func BenchmarkHandleMessage(b *testing.B) {
-	e := newEnv(b)
+	e := setup(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		m := router.Message{EventID: fmt.Sprintf("bev_%d", i), MessageID: fmt.Sprintf("bom_%d", i), ChatID: room,

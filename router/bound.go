@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"loopx/store"
 )
 
@@ -18,10 +16,7 @@ import (
 // duplicates), which the transactional path then decides. Both paths commit the same rows for
 // a message the fast one takes (TestFastPathMatchesGeneralPath).
 func (c *Chat) enqueueBound(ctx context.Context, m Message) bool {
-	if _, inTx := c.st.Conn(ctx).(pgx.Tx); inTx {
-		return false // a batch commits on its own, never inside a caller's transaction
-	}
-	if m.RootID != "" || m.ParentID != "" || c.opts.Receipt != ReceiptReaction {
+	if c.bound == nil || m.RootID != "" || m.ParentID != "" || c.opts.Receipt != ReceiptReaction {
 		return false
 	}
 	t := &turn{c: c, m: m}
@@ -137,14 +132,14 @@ func (b *boundBatcher) handOver() {
 // duplicate for the general path). Called with mu held.
 func (b *boundBatcher) take() []*boundCall {
 	var batch, rest []*boundCall
-	seen := map[string]bool{}
+	events, messages := map[string]bool{}, map[string]bool{}
 	for _, call := range b.waiting {
-		ev, msg := "e:"+call.msg.EventID, "m:"+call.msg.MessageID
-		if len(batch) == maxBoundBatch || seen[ev] || seen[msg] {
+		ev, msg := call.msg.EventID, call.msg.MessageID
+		if len(batch) == maxBoundBatch || events[ev] || messages[msg] {
 			rest = append(rest, call)
 			continue
 		}
-		seen[ev], seen[msg] = true, true
+		events[ev], messages[msg] = true, true
 		batch = append(batch, call)
 	}
 	b.waiting = rest
@@ -169,7 +164,7 @@ func (b *boundBatcher) run(ctx context.Context, batch []*boundCall) (taken []boo
 	// The batch is everyone's: one caller giving up must not fail the others' messages.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), boundTimeout)
 	defer cancel()
-	taken, err := store.EnqueueBound(ctx, b.st.Pool(), b.opts, msgs)
+	taken, err := b.st.EnqueueBound(ctx, b.opts, msgs)
 	if err != nil {
 		b.log(ctx, "fast path batch not written; its messages take the general path", "messages", len(msgs), "err", err)
 		return make([]bool, len(batch))

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"loopx/router"
@@ -40,7 +39,10 @@ func TestFastPathMatchesGeneralPath(t *testing.T) {
 	}
 	dumps := make([][]string, 2)
 	for i, general := range []bool{false, true} {
-		e := newEnv(t)
+		e := setup(t)
+		if general {
+			router.DisableFastPath(e.chat)
+		}
 		for n, m := range msgs {
 			if m.EventID == "" {
 				m.EventID, m.MessageID = fmt.Sprintf("ev_f%d", n+1), fmt.Sprintf("om_f%d", n+1)
@@ -51,12 +53,7 @@ func TestFastPathMatchesGeneralPath(t *testing.T) {
 			if strings.Contains(m.Text, "@_user_1") {
 				m.Mentions = []router.Mention{{Key: "@_user_1", OpenID: bot, Name: "LoopX"}}
 			}
-			ctx := t.Context()
-			if general {
-				require.NoError(t, e.st.InTx(ctx, func(ctx context.Context, _ pgx.Tx) error { return e.chat.HandleMessage(ctx, m) }))
-			} else {
-				require.NoError(t, e.chat.HandleMessage(ctx, m))
-			}
+			require.NoError(t, e.chat.HandleMessage(t.Context(), m))
 		}
 		dumps[i] = dumpChatEffects(t, e.st)
 	}
@@ -80,7 +77,7 @@ func dumpChatEffects(t *testing.T, st *store.Store) []string {
 		"lark_event": `SELECT row(event_id, event_type)::text FROM lark_event ORDER BY event_id`,
 		"unrouted":   `SELECT row(chat_id, message_id, sender, text, reason)::text FROM unrouted ORDER BY id`,
 	} {
-		rows, err := st.Pool().Query(t.Context(), sql)
+		rows, err := st.DB().Query(t.Context(), sql)
 		require.NoError(t, err)
 		for rows.Next() {
 			var s string
@@ -98,9 +95,9 @@ func dumpChatEffects(t *testing.T, st *store.Store) []string {
 func TestConcurrentMessagesHaveOneEffectEach(t *testing.T) {
 	t.Parallel()
 	var dups atomic.Int32
-	e := newEnv(t, func(o *router.Options) {
-		o.OnDuplicate = func(context.Context, string) { dups.Add(1) }
-		o.Inbox.MaxPending = 1000
+	e := setup(t, func(c *config) {
+		c.Router.OnDuplicate = func(context.Context, string) { dups.Add(1) }
+		c.Inbox.MaxPending = 1000
 	})
 	const n = 120
 	var wg sync.WaitGroup
@@ -128,7 +125,7 @@ func TestConcurrentMessagesHaveOneEffectEach(t *testing.T) {
 	}
 	require.Equal(t, n, receipts, "one receipt per message")
 	var audits int
-	require.NoError(t, e.st.Pool().QueryRow(t.Context(), `SELECT count(*) FROM audit WHERE action = 'chat.message'`).Scan(&audits))
+	require.NoError(t, e.st.DB().QueryRow(t.Context(), `SELECT count(*) FROM audit WHERE action = 'chat.message'`).Scan(&audits))
 	require.Equal(t, n, audits)
 	require.Equal(t, int32(n), dups.Load(), "every second delivery is a duplicate")
 }
@@ -137,8 +134,8 @@ func TestConcurrentMessagesHaveOneEffectEach(t *testing.T) {
 // path, and each caller gets that path's error: nobody is left waiting on the batch.
 func TestFailedBatchLeavesNoCallerWaiting(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.st.Pool().Close()
+	e := setup(t)
+	e.pool.Close()
 	var wg sync.WaitGroup
 	var failed atomic.Int32
 	for i := range 16 {

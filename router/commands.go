@@ -29,7 +29,7 @@ func (t *turn) command(ctx context.Context, cmd command, p Parsed) error {
 	if err != nil || tg == nil {
 		return err
 	}
-	if !t.c.roleOn(tg.goal, t.m.SenderID).allows(cmd.need) {
+	if !allows(tg.role, cmd.need) {
 		return t.refuse(ctx, cmd.action, "/"+cmd.name, cmd.need, tg)
 	}
 	switch cmd.name {
@@ -64,15 +64,13 @@ func (t *turn) help(ctx context.Context) error {
 }
 
 func (t *turn) goals(ctx context.Context) error {
-	visible, err := t.c.visibleGoals(ctx, t.tx, t.m.SenderID)
+	visible, err := store.GoalsVisibleTo(ctx, t.tx, t.who())
 	if err != nil {
 		return err
 	}
 	list := []map[string]any{}
 	for _, g := range visible {
-		list = append(list, map[string]any{
-			"ID": g.ID, "Title": g.Title, "Status": g.Status, "Role": t.c.roleOn(g, t.m.SenderID).String(),
-		})
+		list = append(list, map[string]any{"ID": g.ID, "Title": g.Title, "Status": g.Status, "Role": string(g.Role)})
 	}
 	return t.reply(ctx, "goals", map[string]any{"Goals": list}, nil)
 }
@@ -111,7 +109,7 @@ func (t *turn) status(ctx context.Context, tg *target) error {
 	if err != nil {
 		return err
 	}
-	data := problemsView(problems, tg.goal.HeartbeatTZ)
+	data := problemsView(problems, tg.goal.HeartbeatTZ, t.c.opts.Advice)
 	maps.Copy(data, map[string]any{
 		"GoalID": tg.goal.ID, "Title": tg.goal.Title, "Status": tg.goal.Status, "SpentSlots": spent,
 		"AllowedSlots": tg.goal.AllowedSlots, "WindowHours": tg.goal.WindowHours,
@@ -147,25 +145,17 @@ func (t *turn) report(ctx context.Context, tg *target) error {
 	if err != nil {
 		return err
 	}
-	rows, err := t.c.opts.Report(ctx, t.tx, ReportRequest{
+	queued, err := t.c.opts.Report(ctx, t.tx, ReportRequest{
 		GoalID: tg.goal.ID, ChatID: t.m.ChatID, ReplyTo: t.m.MessageID,
 		ReplyInThread: t.m.ThreadID != "", Lang: lang, RequestedBy: t.m.SenderID,
 	})
 	if err != nil {
 		return t.kernelError(ctx, err, tg)
 	}
-	for i := range rows {
-		if rows[i].DedupeKey == "" {
-			rows[i].DedupeKey = fmt.Sprintf("evt:%s:report:%d", t.m.EventID, i)
-		}
-	}
-	if _, err := store.InsertOutboxAll(ctx, t.tx, rows); err != nil {
+	if err := t.audit(ctx, "chat.report", tg.goal.ID, "goal:"+tg.goal.ID, true, map[string]any{"queued": queued}); err != nil {
 		return err
 	}
-	if err := t.audit(ctx, "chat.report", tg.goal.ID, "goal:"+tg.goal.ID, true, map[string]any{"messages": len(rows)}); err != nil {
-		return err
-	}
-	if len(rows) == 0 {
+	if !queued {
 		return t.reply(ctx, "report_requested", map[string]any{"GoalID": tg.goal.ID}, tg)
 	}
 	return nil
@@ -207,15 +197,15 @@ func (t *turn) unbind(ctx context.Context, cmd command, p Parsed) error {
 	}
 	// Every goal unbound here must be the sender's to unbind; otherwise nothing changes.
 	for _, id := range goals {
-		g, err := store.LookupGoal(ctx, t.tx, id)
+		g, err := store.LookupGoalAs(ctx, t.tx, id, t.who())
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if !t.c.roleOn(g, t.m.SenderID).allows(needOwner) {
-			return t.refuse(ctx, cmd.action, "/unbind", needOwner, &target{goal: g})
+		if !allows(g.Role, needOwner) {
+			return t.refuse(ctx, cmd.action, "/unbind", needOwner, &target{goal: g.Goal, role: g.Role})
 		}
 	}
 	goalID := ""
@@ -238,9 +228,9 @@ func (t *turn) pauseResume(ctx context.Context, cmd command, tg *target) error {
 	ref := store.GoalRef{GoalID: tg.goal.ID, Meta: t.meta()}
 	var err error
 	if cmd.name == "pause" {
-		_, err = t.c.st.StopGoal(ctx, ref)
+		_, err = t.st.StopGoal(ctx, ref)
 	} else {
-		_, err = t.c.st.ResumeGoal(ctx, ref)
+		_, err = t.st.ResumeGoal(ctx, ref)
 	}
 	if err != nil {
 		return t.kernelError(ctx, err, tg)
@@ -257,7 +247,7 @@ func (t *turn) budget(ctx context.Context, tg *target, p Parsed) error {
 	if p.Window > 0 {
 		up.WindowHours = &p.Window
 	}
-	g, err := t.c.st.UpdateGoal(ctx, up)
+	g, err := t.st.UpdateGoal(ctx, up)
 	if err != nil {
 		return t.kernelError(ctx, err, tg)
 	}
@@ -265,7 +255,7 @@ func (t *turn) budget(ctx context.Context, tg *target, p Parsed) error {
 }
 
 func (t *turn) todo(ctx context.Context, tg *target, p Parsed) error {
-	td, err := t.c.st.AddTodo(ctx, store.AddTodoParams{GoalID: tg.goal.ID, Text: p.Text, Meta: t.meta()})
+	td, err := t.st.AddTodo(ctx, store.AddTodoParams{GoalID: tg.goal.ID, Text: p.Text, Meta: t.meta()})
 	if err != nil {
 		return t.kernelError(ctx, err, tg)
 	}
@@ -285,7 +275,7 @@ func (t *turn) setLang(ctx context.Context, cmd command, p Parsed) error {
 		}
 		allowed = len(bound) == 0
 		for _, b := range bound {
-			g, err := store.LookupGoal(ctx, t.tx, b.GoalID)
+			g, err := store.LookupGoalAs(ctx, t.tx, b.GoalID, t.who())
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
@@ -296,7 +286,7 @@ func (t *turn) setLang(ctx context.Context, cmd command, p Parsed) error {
 				goalID = g.ID
 			}
 			owners = append(owners, g.Owners...)
-			if g.IsOwner(t.m.SenderID) {
+			if g.Role.AtLeast(store.RoleOwner) {
 				allowed = true
 			}
 		}
@@ -323,7 +313,7 @@ func (t *turn) deliver(ctx context.Context, p Parsed) error {
 	if err != nil || tg == nil {
 		return err
 	}
-	if !t.c.roleOn(tg.goal, t.m.SenderID).allows(needMember) {
+	if !allows(tg.role, needMember) {
 		return t.refuse(ctx, "chat.message", "", needMember, tg)
 	}
 	if err := t.c.ib.CheckText(p.Text); err != nil {
@@ -360,7 +350,7 @@ func (t *turn) deliver(ctx context.Context, p Parsed) error {
 		return t.reply(ctx, "received", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent, "Mode": p.Mode, "ItemID": it.ID}, tg)
 	}
 	_, _, err = store.InsertOutbox(ctx, t.tx, store.OutboxInsert{
-		DedupeKey: "evt:" + t.m.EventID + ":receipt", Kind: "reaction", ReceiveID: t.m.ChatID,
+		DedupeKey: store.ReactionKey(t.m.EventID), Kind: "reaction", ReceiveID: t.m.ChatID,
 		TargetMessage: t.m.MessageID, Content: ReceiptEmoji, GoalID: tg.goal.ID, AgentID: tg.agent,
 	})
 	return err

@@ -1,110 +1,115 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"loopx/store"
 	"loopx/templates"
 )
 
-// GateNotice returns the renderer for store.AskGateParams.Notice: a gate card (question,
-// options as buttons, blocked work, short id like g12, owners mentioned) posted to every chat
-// the goal is bound to, or, when it is bound nowhere, to each owner in a direct message. It
-// runs inside the kernel's transaction; ctx should be the caller's (it reads through the
-// transaction ctx carries, if any). defaultLang applies when neither chat nor goal sets one.
-func GateNotice(ctx context.Context, st *store.Store, tpl *templates.Set, defaultLang string) func(store.Gate) ([]store.OutboxInsert, error) {
-	return func(g store.Gate) ([]store.OutboxInsert, error) {
-		db := st.Conn(ctx)
-		goal, err := store.LookupGoal(ctx, db, g.GoalID)
-		if err != nil {
-			return nil, fmt.Errorf("render gate notice: %w", err)
+// GateCards renders the cards that announce gates in chat. Its methods are store.NoticeFunc:
+// they run inside the kernel operation's transaction and read through the executor it
+// passes, so rendering never takes a connection of its own.
+type GateCards struct {
+	tpl         *templates.Set
+	defaultLang string // when neither chat nor goal sets one
+}
+
+// NewGateCards returns the gate card renderer of tpl; defaultLang ("" = en) applies when
+// neither the chat nor the goal sets a language.
+func NewGateCards(tpl *templates.Set, defaultLang string) GateCards {
+	return GateCards{tpl: tpl, defaultLang: cmp.Or(defaultLang, "en")}
+}
+
+// Ask renders a new gate's card (question, options as buttons, blocked work, short id like
+// g12, owners mentioned), posted to every chat the goal is bound to, or, when it is bound
+// nowhere, to each owner in a direct message. It is the Notice of store.AskGateParams and
+// store.StallGateParams.
+func (gc GateCards) Ask(ctx context.Context, db store.DB, g store.Gate) ([]store.OutboxInsert, error) {
+	goal, err := store.LookupGoal(ctx, db, g.GoalID)
+	if err != nil {
+		return nil, fmt.Errorf("render gate notice: %w", err)
+	}
+	binds, err := store.GoalBindings(ctx, db, g.GoalID)
+	if err != nil {
+		return nil, fmt.Errorf("render gate notice: %w", err)
+	}
+	var out []store.OutboxInsert
+	seen := map[string]bool{}
+	for _, b := range binds { // whole-chat bindings sort first: one card per chat
+		if seen[b.ChatID] {
+			continue
 		}
-		binds, err := store.GoalBindings(ctx, db, g.GoalID)
-		if err != nil {
-			return nil, fmt.Errorf("render gate notice: %w", err)
-		}
-		var out []store.OutboxInsert
-		seen := map[string]bool{}
-		for _, b := range binds { // whole-chat bindings sort first: one card per chat
-			if seen[b.ChatID] {
-				continue
-			}
-			seen[b.ChatID] = true
-			lang, err := chatLang(ctx, db, b.ChatID, goal, defaultLang)
-			if err != nil {
-				return nil, err
-			}
-			r, err := renderGate(ctx, db, tpl, lang, goal, g)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, store.OutboxInsert{
-				DedupeKey: fmt.Sprintf("gate:%d:ask:chat:%s", g.ID, b.ChatID),
-				Kind:      r.Kind, ReceiveID: b.ChatID, ReplyTo: b.ThreadRoot, ReplyInThread: b.ThreadRoot != "",
-				Content: r.Content, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
-			})
-		}
-		if len(out) > 0 {
-			return out, nil
-		}
-		lang := goalLang(goal, defaultLang)
-		r, err := renderGate(ctx, db, tpl, lang, goal, g)
+		seen[b.ChatID] = true
+		lang, err := chatLang(ctx, db, b.ChatID, goal, gc.defaultLang)
 		if err != nil {
 			return nil, err
 		}
-		for _, owner := range goal.Owners {
-			out = append(out, store.OutboxInsert{
-				DedupeKey: fmt.Sprintf("gate:%d:ask:dm:%s", g.ID, owner),
-				Kind:      r.Kind, ReceiveIDType: "open_id", ReceiveID: owner,
-				Content: r.Content, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
-			})
+		r, err := renderGate(ctx, db, gc.tpl, lang, goal, g)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, store.OutboxInsert{
+			DedupeKey: store.GateCardKey(g.ID, b.ChatID, true),
+			Kind:      r.Kind, ReceiveID: b.ChatID, ReplyTo: b.ThreadRoot, ReplyInThread: b.ThreadRoot != "",
+			Content: r.Content, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
+		})
+	}
+	if len(out) > 0 {
 		return out, nil
 	}
+	lang := goalLang(goal, gc.defaultLang)
+	r, err := renderGate(ctx, db, gc.tpl, lang, goal, g)
+	if err != nil {
+		return nil, err
+	}
+	for _, owner := range goal.Owners {
+		out = append(out, store.OutboxInsert{
+			DedupeKey: store.GateCardKey(g.ID, owner, false),
+			Kind:      r.Kind, ReceiveIDType: "open_id", ReceiveID: owner,
+			Content: r.Content, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
+		})
+	}
+	return out, nil
 }
 
-// GateAnsweredNotice returns the renderer for store.AnswerGateParams.Notice and
-// CancelGateParams.Notice: one card_update per card posted for the gate, showing who decided,
-// when, and the comment, with the buttons gone.
-func GateAnsweredNotice(ctx context.Context, st *store.Store, tpl *templates.Set, defaultLang string) func(store.Gate) ([]store.OutboxInsert, error) {
-	return func(g store.Gate) ([]store.OutboxInsert, error) {
-		db := st.Conn(ctx)
-		goal, err := store.LookupGoal(ctx, db, g.GoalID)
-		if err != nil {
-			return nil, fmt.Errorf("render gate update: %w", err)
-		}
-		cards, err := store.OutboxGateCards(ctx, db, g.ID)
-		if err != nil {
-			return nil, fmt.Errorf("render gate update: %w", err)
-		}
-		var out []store.OutboxInsert
-		for _, c := range cards {
-			lang := goalLang(goal, defaultLang)
-			if c.ReceiveIDType == "chat_id" {
-				if lang, err = chatLang(ctx, db, c.ReceiveID, goal, defaultLang); err != nil {
-					return nil, err
-				}
-			}
-			card, err := gateCard(ctx, db, tpl, lang, goal, g)
-			if err != nil {
+// Update renders one card_update per card posted for the gate, showing who decided, when,
+// and the comment, with the buttons gone. It is the Notice of store.AnswerGateParams and
+// store.CancelGateParams.
+func (gc GateCards) Update(ctx context.Context, db store.DB, g store.Gate) ([]store.OutboxInsert, error) {
+	goal, err := store.LookupGoal(ctx, db, g.GoalID)
+	if err != nil {
+		return nil, fmt.Errorf("render gate update: %w", err)
+	}
+	cards, err := store.OutboxGateCards(ctx, db, g.ID)
+	if err != nil {
+		return nil, fmt.Errorf("render gate update: %w", err)
+	}
+	var out []store.OutboxInsert
+	for _, c := range cards {
+		lang := goalLang(goal, gc.defaultLang)
+		if c.ReceiveIDType == "chat_id" {
+			if lang, err = chatLang(ctx, db, c.ReceiveID, goal, gc.defaultLang); err != nil {
 				return nil, err
 			}
-			out = append(out, store.OutboxInsert{
-				DedupeKey: fmt.Sprintf("gate:%d:update:v%d:%d", g.ID, g.CardVersion, c.ID),
-				Kind:      "card_update", ReceiveIDType: c.ReceiveIDType, ReceiveID: c.ReceiveID,
-				UpdateOf: c.ID, Content: card, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
-			})
 		}
-		return out, nil
+		card, err := gateCard(ctx, db, gc.tpl, lang, goal, g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.OutboxInsert{
+			DedupeKey: store.GateUpdateKey(g.ID, g.CardVersion, c.ID),
+			Kind:      "card_update", ReceiveIDType: c.ReceiveIDType, ReceiveID: c.ReceiveID,
+			UpdateOf: c.ID, Content: card, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
+		})
 	}
+	return out, nil
 }
 
 func goalLang(g store.Goal, def string) string {
@@ -158,25 +163,15 @@ func gateCard(ctx context.Context, db store.DB, tpl *templates.Set, lang string,
 	return tpl.Card(lang, "gate", data)
 }
 
-// GateNotice is the Chat's gate card renderer (see the package function).
-func (c *Chat) GateNotice(ctx context.Context) func(store.Gate) ([]store.OutboxInsert, error) {
-	return GateNotice(ctx, c.st, c.tpl, c.opts.DefaultLang)
-}
-
-// GateAnsweredNotice is the Chat's card-update renderer (see the package function).
-func (c *Chat) GateAnsweredNotice(ctx context.Context) func(store.Gate) ([]store.OutboxInsert, error) {
-	return GateAnsweredNotice(ctx, c.st, c.tpl, c.opts.DefaultLang)
-}
-
 // answerGate handles /approve and /reject.
 func (t *turn) answerGate(ctx context.Context, cmd command, p Parsed) error {
 	g, err := store.LookupGate(ctx, t.tx, p.GateID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	var goal store.Goal
+	var goal store.GoalAs
 	if err == nil {
-		if goal, err = store.LookupGoal(ctx, t.tx, g.GoalID); err != nil {
+		if goal, err = store.LookupGoalAs(ctx, t.tx, g.GoalID, t.who()); err != nil {
 			return err
 		}
 	}
@@ -184,7 +179,7 @@ func (t *turn) answerGate(ctx context.Context, cmd command, p Parsed) error {
 	if berr != nil {
 		return berr
 	}
-	if err != nil || !t.mayKnow(goal, bound) {
+	if err != nil || !mayKnow(goal, bound) {
 		if err == nil {
 			if aerr := t.audit(ctx, cmd.action, goal.ID, "gate:"+strconv.FormatInt(g.ID, 10), false, map[string]any{"reason": "gate not visible to sender"}); aerr != nil {
 				return aerr
@@ -192,13 +187,13 @@ func (t *turn) answerGate(ctx context.Context, cmd command, p Parsed) error {
 		}
 		return t.reply(ctx, "failed", map[string]any{"Problem": fmt.Sprintf("there is no gate %s you can answer; /gates lists the open ones", shortGate(p.GateID))}, nil)
 	}
-	tg := &target{goal: goal, agent: g.AgentID}
-	if !t.c.roleOn(goal, t.m.SenderID).allows(needOwner) {
+	tg := &target{goal: goal.Goal, role: goal.Role, agent: g.AgentID}
+	if !allows(goal.Role, needOwner) {
 		return t.refuse(ctx, cmd.action, "/"+cmd.name, needOwner, tg)
 	}
-	out, err := t.c.st.AnswerGate(ctx, store.AnswerGateParams{
+	out, err := t.st.AnswerGate(ctx, store.AnswerGateParams{
 		GoalID: goal.ID, GateID: g.ID, Answer: cmd.name, AnsweredBy: t.m.SenderID, Comment: p.Text,
-		ByAdmin: t.c.admins[t.m.SenderID], Notice: t.c.GateAnsweredNotice(ctx), Meta: t.meta(),
+		ByAdmin: t.c.admins[t.m.SenderID], Notice: t.c.cards.Update, Meta: t.meta(),
 	})
 	if err != nil {
 		return t.kernelError(ctx, err, tg)
@@ -260,7 +255,7 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 	}
 	var res CardResult
 	var dup bool
-	err := c.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := c.st.WithTx(ctx, func(tx *store.Tx) error {
 		fresh, err := store.RecordLarkEvent(ctx, tx, a.EventID, eventCardAction)
 		if err != nil {
 			return err
@@ -289,7 +284,7 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 	return res, nil
 }
 
-func (c *Chat) click(ctx context.Context, tx pgx.Tx, a CardAction, lang string) (CardResult, error) {
+func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang string) (CardResult, error) {
 	click, ok := parseGateClick(a.Value)
 	if !ok {
 		if err := auditRow(ctx, tx, a.OperatorID, "card", "card.click", "", "message:"+a.MessageID, false, map[string]any{"reason": "unknown button value"}); err != nil {
@@ -313,17 +308,17 @@ func (c *Chat) click(ctx context.Context, tx pgx.Tx, a CardAction, lang string) 
 	if err != nil {
 		return CardResult{}, err
 	}
-	goal, err := store.LookupGoal(ctx, tx, g.GoalID)
+	goal, err := store.LookupGoalAs(ctx, tx, g.GoalID, store.Person{OpenID: a.OperatorID, Admin: c.admins[a.OperatorID]})
 	if err != nil {
 		return CardResult{}, err
 	}
 	if l, err := store.ChatLang(ctx, tx, a.ChatID); err != nil {
 		return CardResult{}, err
 	} else if l == "" {
-		lang = goalLang(goal, c.opts.DefaultLang)
+		lang = goalLang(goal.Goal, c.opts.DefaultLang)
 	}
 	switch {
-	case !c.roleOn(goal, a.OperatorID).allows(needOwner):
+	case !allows(goal.Role, needOwner):
 		return refuse(goal.ID, "not an owner", "error", "not_owner", "")
 	case g.Status != store.GateOpen:
 		return refuse(goal.ID, "gate already "+g.Status, "warning", "answered", g.Status)
@@ -331,10 +326,10 @@ func (c *Chat) click(ctx context.Context, tx pgx.Tx, a CardAction, lang string) 
 		return refuse(goal.ID, "outdated card", "warning", "outdated", "")
 	}
 	answer := click.Option
-	out, err := c.st.AnswerGate(ctx, store.AnswerGateParams{
+	out, err := c.st.In(tx).AnswerGate(ctx, store.AnswerGateParams{
 		GoalID: goal.ID, GateID: g.ID, Answer: answer, AnsweredBy: a.OperatorID,
-		CardVersion: click.CardVersion, ByAdmin: c.admins[a.OperatorID], Notice: c.GateAnsweredNotice(ctx),
-		Meta: store.Meta{Actor: a.OperatorID, Surface: "card", IdempotencyKey: "lark:" + a.EventID},
+		CardVersion: click.CardVersion, ByAdmin: c.admins[a.OperatorID], Notice: c.cards.Update,
+		Meta: store.Meta{Actor: a.OperatorID, Surface: "card", IdempotencyKey: store.EventKey(a.EventID)},
 	})
 	if err != nil {
 		// The kernel re-checks under its row lock; a race lost there lands here.
@@ -354,7 +349,7 @@ func (c *Chat) click(ctx context.Context, tx pgx.Tx, a CardAction, lang string) 
 		}
 		return CardResult{}, err
 	}
-	card, err := gateCard(ctx, tx, c.tpl, lang, goal, out)
+	card, err := gateCard(ctx, tx, c.tpl, lang, goal.Goal, out)
 	if err != nil {
 		return CardResult{}, err
 	}
@@ -370,6 +365,3 @@ func (c *Chat) toast(lang, kind, code, status string) (CardResult, error) {
 	}
 	return CardResult{ToastKind: kind, Toast: text}, nil
 }
-
-// Now is the router's clock reading (tests and the API use the same clock).
-func (c *Chat) Now() time.Time { return c.opts.Now() }

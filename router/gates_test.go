@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/inbox"
 	"loopx/router"
 	"loopx/scheduler/quota"
 	"loopx/store"
@@ -15,7 +16,7 @@ import (
 
 func TestGateLifecycle(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := setup(t)
 	ctx := t.Context()
 	todo, err := e.st.AddTodo(ctx, store.AddTodoParams{GoalID: "docs", Text: "publish the site", Meta: setupMeta})
 	require.NoError(t, err)
@@ -69,7 +70,7 @@ func TestGateLifecycle(t *testing.T) {
 	require.Len(t, rows, 1)
 	require.Equal(t, "card_update", rows[0].Kind)
 	require.Equal(t, card.ID, rows[0].UpdateOf)
-	upd, err := store.GetOutbox(ctx, e.st.Pool(), rows[0].ID)
+	upd, err := store.GetOutbox(ctx, e.st.DB(), rows[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, g.ID, upd.GateID)
 	gate, err := e.st.GetGate(ctx, "docs", g.ID)
@@ -98,7 +99,7 @@ func TestGateLifecycle(t *testing.T) {
 	// An outdated card: a newer card of an open gate exists (a re-post bumped the version).
 	g2 := e.askGate("Also the blog?", 0)
 	c2 := e.outbox()[0]
-	_, err = e.st.Pool().Exec(ctx, `UPDATE gate SET card_version = card_version + 1 WHERE id = $1`, g2.ID) // what a re-posted card does
+	_, err = e.st.DB().Exec(ctx, `UPDATE gate SET card_version = card_version + 1 WHERE id = $1`, g2.ID) // what a re-posted card does
 	require.NoError(t, err)
 	res = click("cb_4", owner, buttonValue(t, c2.Content, "approve"))
 	require.Equal(t, "warning", res.ToastKind)
@@ -128,10 +129,10 @@ func TestGateLifecycle(t *testing.T) {
 
 func TestGateCardGoesToOwnersWhenUnbound(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := setup(t)
 	ctx := t.Context()
 	g, err := e.st.AskGate(ctx, store.AskGateParams{
-		GoalID: "infra", AgentID: "ops", Question: "Reboot?", Notice: e.chat.GateNotice(ctx),
+		GoalID: "infra", AgentID: "ops", Question: "Reboot?", Notice: e.cards.Ask,
 		Meta: store.Meta{Actor: "agent:infra/ops", Surface: "api"},
 	})
 	require.NoError(t, err)
@@ -148,7 +149,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // crashed mid-turn is woken for it.
 func TestShouldRunSeesTimedOutDeliveries(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(o *router.Options) { o.Inbox.AckTimeout = 10 * time.Minute })
+	e := setup(t, func(c *config) { c.Inbox.AckTimeout = 10 * time.Minute })
 	ctx := t.Context()
 	e.say(member, "#docs are you there?")
 	svc := quota.NewService(e.st, quota.Options{Now: e.clk.Now})
@@ -156,7 +157,7 @@ func TestShouldRunSeesTimedOutDeliveries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, d.Inbox.Pending)
 
-	_, err = e.chat.Inbox().Drain(ctx, inboxAgent("docs", "codex"), "", 10)
+	_, err = e.ib.Drain(ctx, inboxAgent("docs", "codex"), inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	d, err = svc.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "docs", AgentID: "codex"})
 	require.NoError(t, err)

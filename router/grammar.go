@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -214,7 +215,7 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 		a, err := parseAddress(tok, depth)
 		if err != nil {
 			var pe *ParseError
-			if asParseError(err, &pe) {
+			if errors.As(err, &pe) {
 				pe.Usage = cmd.usage
 			}
 			return Parsed{}, err
@@ -323,14 +324,6 @@ func cut(s string) (tok, rest string) {
 
 func isSpace(r rune) bool {
 	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' || r == 0x85 || r == 0xA0 || r == 0x3000
-}
-
-func asParseError(err error, target **ParseError) bool {
-	pe, ok := err.(*ParseError)
-	if ok {
-		*target = pe
-	}
-	return ok
 }
 
 func clip(s string, n int) string {

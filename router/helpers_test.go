@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"loopx/inbox"
 	"loopx/router"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 const (
@@ -27,24 +29,34 @@ const (
 
 var setupMeta = store.Meta{Actor: "admin", Surface: "system"}
 
-// env is one fresh database with two goals:
+// testBundle is one fresh database with two goals:
 //
 //	docs  owners ou_owner, members ou_member; agents codex (default) and claude; bound to oc_room
 //	infra owners ou_owner; agent ops
-type env struct {
-	t    testing.TB
-	st   *store.Store
-	chat *router.Chat
-	clk  *storetest.Clock
-	seq  *atomic.Int64
-	mark int64 // outbox id already looked at
-	gate int64 // the gate a test case works on
+type testBundle struct {
+	t     testing.TB
+	pool  *pgxpool.Pool
+	st    *store.Store
+	chat  *router.Chat
+	ib    *inbox.Inbox
+	cards router.GateCards
+	clk   *storetest.Clock
+	seq   *atomic.Int64
+	mark  int64 // outbox id already looked at
+	gate  int64 // the gate a test case works on
 }
 
-func newEnv(t testing.TB, mutate ...func(*router.Options)) *env {
+// config is what a test may change before setup builds the router.
+type config struct {
+	Router router.Options
+	Inbox  inbox.Options
+}
+
+func setup(t testing.TB, mutate ...func(*config)) *testBundle {
 	t.Helper()
 	clk := storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
-	st := storetest.New(t, store.Options{Now: clk.Now})
+	pool := storetest.NewPool(t)
+	st := store.New(pool, store.Options{Now: clk.Now})
 	ctx := t.Context()
 	_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "docs", Title: "Docs site", Owners: []string{owner}, Members: []string{member}, Meta: setupMeta})
 	require.NoError(t, err)
@@ -54,13 +66,19 @@ func newEnv(t testing.TB, mutate ...func(*router.Options)) *env {
 		_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: a[0], AgentID: a[1], Meta: setupMeta})
 		require.NoError(t, err)
 	}
-	opts := router.Options{BotOpenID: bot, Admins: []string{admin}, Now: clk.Now}
-	for _, m := range mutate {
-		m(&opts)
-	}
-	chat, err := router.New(st, opts)
+	tpl, err := templates.New()
 	require.NoError(t, err)
-	e := &env{t: t, st: st, chat: chat, clk: clk, seq: &atomic.Int64{}}
+	c := config{Router: router.Options{BotOpenID: bot, Admins: []string{admin}, Now: clk.Now, Templates: tpl},
+		Inbox: inbox.Options{Now: clk.Now, Templates: tpl}}
+	for _, m := range mutate {
+		m(&c)
+	}
+	ib, err := inbox.New(st, c.Inbox)
+	require.NoError(t, err)
+	c.Router.Inbox = ib
+	chat, err := router.New(st, c.Router)
+	require.NoError(t, err)
+	e := &testBundle{t: t, pool: pool, st: st, chat: chat, ib: ib, cards: router.NewGateCards(tpl, "en"), clk: clk, seq: &atomic.Int64{}}
 	e.send(router.Message{ChatID: room, ChatType: router.ChatGroup, SenderID: owner, Text: "@_user_1 /bind #docs"}, true)
 	e.outbox() // forget the setup replies
 	return e
@@ -68,7 +86,7 @@ func newEnv(t testing.TB, mutate ...func(*router.Options)) *env {
 
 // send delivers a message (a fresh event and message id unless set); mention adds the bot
 // mention the text's @_user_1 placeholder stands for. It returns the message as sent.
-func (e *env) send(m router.Message, mention bool) router.Message {
+func (e *testBundle) send(m router.Message, mention bool) router.Message {
 	e.t.Helper()
 	n := e.seq.Add(1)
 	if m.EventID == "" {
@@ -94,15 +112,15 @@ func (e *env) send(m router.Message, mention bool) router.Message {
 }
 
 // say sends text to oc_room from sender, mentioning the bot.
-func (e *env) say(sender, text string) router.Message {
+func (e *testBundle) say(sender, text string) router.Message {
 	e.t.Helper()
 	return e.send(router.Message{SenderID: sender, Text: text}, true)
 }
 
 // outbox returns the rows written since the last call.
-func (e *env) outbox() []store.OutboxRecord {
+func (e *testBundle) outbox() []store.OutboxRecord {
 	e.t.Helper()
-	rows, err := store.OutboxAfter(e.t.Context(), e.st.Pool(), e.mark, 0)
+	rows, err := store.OutboxAfter(e.t.Context(), e.st.DB(), e.mark, 0)
 	require.NoError(e.t, err)
 	if len(rows) > 0 {
 		e.mark = rows[len(rows)-1].ID
@@ -111,7 +129,7 @@ func (e *env) outbox() []store.OutboxRecord {
 }
 
 // oneReply asserts exactly one text reply to m was written since the last look and returns it.
-func (e *env) oneReply(m router.Message) store.OutboxRecord {
+func (e *testBundle) oneReply(m router.Message) store.OutboxRecord {
 	e.t.Helper()
 	rows := e.outbox()
 	require.Len(e.t, rows, 1, "rows: %+v", rows)
@@ -121,24 +139,24 @@ func (e *env) oneReply(m router.Message) store.OutboxRecord {
 	return rows[0]
 }
 
-func (e *env) inbox(goal, agent string) []store.InboxItem {
+func (e *testBundle) inbox(goal, agent string) []store.InboxItem {
 	e.t.Helper()
-	items, err := store.ListInbox(e.t.Context(), e.st.Pool(), goal, agent)
+	items, err := store.ListInbox(e.t.Context(), e.st.DB(), goal, agent)
 	require.NoError(e.t, err)
 	return items
 }
 
-func (e *env) unrouted() []store.Unrouted {
+func (e *testBundle) unrouted() []store.Unrouted {
 	e.t.Helper()
-	u, err := store.ListUnrouted(e.t.Context(), e.st.Pool(), "", 100)
+	u, err := store.ListUnrouted(e.t.Context(), e.st.DB(), "", 100)
 	require.NoError(e.t, err)
 	return u
 }
 
 // refusals lists audit rows with allowed=false, newest last.
-func (e *env) refusals() []store.Audit {
+func (e *testBundle) refusals() []store.Audit {
 	e.t.Helper()
-	rows, err := store.ListChatAudit(e.t.Context(), e.st.Pool(), "", 0)
+	rows, err := store.ListChatAudit(e.t.Context(), e.st.DB(), "", 0)
 	require.NoError(e.t, err)
 	var out []store.Audit
 	for _, a := range rows {
@@ -149,7 +167,7 @@ func (e *env) refusals() []store.Audit {
 	return out
 }
 
-func (e *env) goal(id string) store.Goal {
+func (e *testBundle) goal(id string) store.Goal {
 	e.t.Helper()
 	g, err := e.st.GetGoal(e.t.Context(), id)
 	require.NoError(e.t, err)
@@ -157,11 +175,11 @@ func (e *env) goal(id string) store.Goal {
 }
 
 // askGate opens a gate the way the API does, with the router's card renderer.
-func (e *env) askGate(question string, todo int64) store.Gate {
+func (e *testBundle) askGate(question string, todo int64) store.Gate {
 	e.t.Helper()
 	g, err := e.st.AskGate(e.t.Context(), store.AskGateParams{
 		GoalID: "docs", AgentID: "codex", Question: question, TodoID: todo,
-		Notice: e.chat.GateNotice(e.t.Context()), Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"},
+		Notice: e.cards.Ask, Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"},
 	})
 	require.NoError(e.t, err)
 	return g
@@ -203,10 +221,10 @@ func replyParams(item int64, key, text string) inbox.ReplyParams {
 }
 
 // drainAll empties docs/codex's inbox (benchmarks stay under the pending bound).
-func (e *env) drainAll(tb testing.TB) {
+func (e *testBundle) drainAll(tb testing.TB) {
 	tb.Helper()
 	for {
-		items, err := e.chat.Inbox().Drain(tb.Context(), inboxAgent("docs", "codex"), "", 200)
+		items, err := e.ib.Drain(tb.Context(), inboxAgent("docs", "codex"), inbox.DrainParams{Limit: 200})
 		require.NoError(tb, err)
 		if len(items) == 0 {
 			return
@@ -215,7 +233,7 @@ func (e *env) drainAll(tb testing.TB) {
 		for i, it := range items {
 			ids[i] = it.ID
 		}
-		_, err = e.chat.Inbox().Ack(tb.Context(), inboxAgent("docs", "codex"), ids)
+		_, err = e.ib.Ack(tb.Context(), inboxAgent("docs", "codex"), ids, "")
 		require.NoError(tb, err)
 	}
 }

@@ -12,7 +12,8 @@ import (
 // target is where a message or command goes once routing has decided.
 type target struct {
 	goal    store.Goal
-	agent   string // "" until resolved (commands about the goal do not need one)
+	role    store.Role // the sender's role on the goal
+	agent   string     // "" until resolved (commands about the goal do not need one)
 	session string
 }
 
@@ -32,12 +33,12 @@ func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*tar
 		return nil, err
 	}
 	if addr != nil {
-		g, err := store.LookupGoal(ctx, t.tx, addr.Goal)
+		g, err := store.LookupGoalAs(ctx, t.tx, addr.Goal, t.who())
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
 		exists := err == nil
-		if !exists || !t.mayKnow(g, bound) {
+		if !exists || !mayKnow(g, bound) {
 			if exists {
 				// Probing for someone else's goal: audited, answered as unknown.
 				if err := t.audit(ctx, "chat.route", g.ID, "goal:"+g.ID, false, map[string]any{"reason": "goal not visible to sender"}); err != nil {
@@ -46,7 +47,7 @@ func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*tar
 			}
 			return nil, t.unknownGoal(ctx, addr.Goal, bound)
 		}
-		tg := &target{goal: g, agent: addr.Agent, session: addr.Session}
+		tg := &target{goal: g.Goal, role: g.Role, agent: addr.Agent, session: addr.Session}
 		if wantAgent {
 			return t.resolveAgent(ctx, tg)
 		}
@@ -89,12 +90,11 @@ func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*tar
 	}
 	switch len(cands) {
 	case 0:
-		visible, err := t.c.visibleGoals(ctx, t.tx, t.m.SenderID)
+		visible, err := store.GoalsVisibleTo(ctx, t.tx, t.who())
 		if err != nil {
 			return nil, err
 		}
-		ids := goalIDs(visible)
-		return nil, t.clarify(ctx, "no_match", "", ids, "#goal")
+		return nil, t.clarify(ctx, "no_match", "", goalIDs(visible), "#goal")
 	case 1:
 	default:
 		names := make([]string, len(cands))
@@ -104,14 +104,14 @@ func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*tar
 		return nil, t.clarify(ctx, "ambiguous", "", names, "#"+names[0])
 	}
 	c := cands[0]
-	g, err := store.LookupGoal(ctx, t.tx, c.goal)
+	g, err := store.LookupGoalAs(ctx, t.tx, c.goal, t.who())
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, t.clarify(ctx, "no_match", "", nil, "#goal")
 	}
 	if err != nil {
 		return nil, err
 	}
-	tg := &target{goal: g, agent: c.agent, session: c.session}
+	tg := &target{goal: g.Goal, role: g.Role, agent: c.agent, session: c.session}
 	if wantAgent {
 		return t.resolveAgent(ctx, tg)
 	}
@@ -120,16 +120,25 @@ func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*tar
 
 // mayKnow: a person may learn a goal exists when they own it, are a member or an admin, or
 // the goal is bound to the chat they are in.
-func (t *turn) mayKnow(g store.Goal, bound []store.Binding) bool {
-	if t.c.roleOn(g, t.m.SenderID) != roleStranger {
+func mayKnow(g store.GoalAs, bound []store.Binding) bool {
+	if g.Role != store.RoleStranger {
 		return true
 	}
 	return slices.ContainsFunc(bound, func(b store.Binding) bool { return b.GoalID == g.ID })
 }
 
 // resolveAgent fills in the agent: the one named, else the binding's, else the goal's
-// default, else its only agent. Several and no default: ask which.
+// default, else its only agent (store.MessageAgent, the rule the chat fast path applies
+// too). None applies: the sender is told which agents exist, or asked which.
 func (t *turn) resolveAgent(ctx context.Context, tg *target) (*target, error) {
+	id, ok, err := store.MessageAgent(ctx, t.tx, tg.goal.ID, tg.agent)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		tg.agent = id
+		return tg, nil
+	}
 	agents, err := store.LookupAgents(ctx, t.tx, tg.goal.ID)
 	if err != nil {
 		return nil, err
@@ -139,26 +148,13 @@ func (t *turn) resolveAgent(ctx context.Context, tg *target) (*target, error) {
 		ids[i] = a.ID
 	}
 	if tg.agent != "" {
-		if slices.Contains(ids, tg.agent) {
-			return tg, nil
-		}
 		sugg := closest(tg.agent, ids)
 		if err := t.unrouted(ctx, "unknown_agent", prefixAll(tg.goal.ID+"/", sugg)); err != nil {
 			return nil, err
 		}
 		return nil, t.reply(ctx, "unknown_agent", map[string]any{"GoalID": tg.goal.ID, "Name": tg.agent, "Suggestions": sugg}, nil)
 	}
-	for _, a := range agents {
-		if a.IsDefault {
-			tg.agent = a.ID
-			return tg, nil
-		}
-	}
-	switch len(agents) {
-	case 1:
-		tg.agent = agents[0].ID
-		return tg, nil
-	case 0:
+	if len(agents) == 0 {
 		if err := t.unrouted(ctx, "no_agents", nil); err != nil {
 			return nil, err
 		}
@@ -169,7 +165,7 @@ func (t *turn) resolveAgent(ctx context.Context, tg *target) (*target, error) {
 }
 
 func (t *turn) unknownGoal(ctx context.Context, name string, bound []store.Binding) error {
-	visible, err := t.c.visibleGoals(ctx, t.tx, t.m.SenderID)
+	visible, err := store.GoalsVisibleTo(ctx, t.tx, t.who())
 	if err != nil {
 		return err
 	}
@@ -210,7 +206,7 @@ func (t *turn) unrouted(ctx context.Context, reason string, cands []string) erro
 	return nil
 }
 
-func goalIDs(gs []store.Goal) []string {
+func goalIDs(gs []store.GoalAs) []string {
 	out := make([]string, len(gs))
 	for i, g := range gs {
 		out[i] = g.ID

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"loopx/inbox"
 	"loopx/store"
 	"loopx/templates"
@@ -36,10 +34,11 @@ type ReportRequest struct {
 	RequestedBy   string // open_id
 }
 
-// ReportFunc builds the report for /report. It runs inside the chat transaction (db is that
-// transaction) and returns the outbox rows that carry the report (typically one digest card
-// replying to req.ReplyTo); it must not call the network. The scheduler fills it in.
-type ReportFunc func(ctx context.Context, db store.DB, req ReportRequest) ([]store.OutboxInsert, error)
+// ReportFunc builds the report for /report and queues the outbox rows that carry it
+// (typically one digest card replying to req.ReplyTo), inside the chat transaction (db is
+// that transaction's executor); it must not call the network. queued is false when there was
+// nothing to report. cmd/loopx fills it in with the scheduler's digests.
+type ReportFunc func(ctx context.Context, db store.DB, req ReportRequest) (queued bool, err error)
 
 // Options configures a Chat.
 type Options struct {
@@ -49,11 +48,15 @@ type Options struct {
 	Receipt     string   // ReceiptReaction (default) or ReceiptReply
 	Now         func() time.Time
 	Logger      *slog.Logger
-	Inbox       inbox.Options
-	// Templates renders every reply and card; nil parses the embedded set.
+	// Inbox is the process's one inbox (its bounds apply to chat messages too). Required.
+	Inbox *inbox.Inbox
+	// Templates renders every reply and card. Required.
 	Templates *templates.Set
 	// Report answers /report. Nil: the bot says reports are not configured.
 	Report ReportFunc
+	// Advice names, for the Lark code a send failed with, the hint word /status phrases
+	// ("" = Lark's own message says it best). Nil: no hints. The bot owns the advice.
+	Advice func(code int) string
 	// OnDuplicate, when set, is told of each event the entry points recognised as already
 	// handled (its id was in lark_event), once per call, after the call's transaction ended.
 	// eventType is Lark's ("im.message.receive_v1", "card.action.trigger"); ctx is the
@@ -67,6 +70,7 @@ type Chat struct {
 	st     *store.Store
 	ib     *inbox.Inbox
 	tpl    *templates.Set
+	cards  GateCards
 	opts   Options
 	admins map[string]bool
 	log    *slog.Logger
@@ -75,8 +79,8 @@ type Chat struct {
 
 // New checks opts and returns a Chat.
 func New(st *store.Store, opts Options) (*Chat, error) {
-	if st == nil {
-		return nil, errors.New("new chat router: store is nil")
+	if st == nil || opts.Inbox == nil || opts.Templates == nil {
+		return nil, errors.New("new chat router: store, inbox and templates are required")
 	}
 	if opts.BotOpenID == "" {
 		return nil, store.Errorf(store.ErrInvalid, "bot_open_id", "is empty; the router needs the bot's open_id to tell mentions of it in groups")
@@ -101,50 +105,27 @@ func New(st *store.Store, opts Options) (*Chat, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Inbox.Now == nil {
-		opts.Inbox.Now = opts.Now
+	if opts.Advice == nil {
+		opts.Advice = func(int) string { return "" }
 	}
-	if opts.Inbox.Logger == nil {
-		opts.Inbox.Logger = opts.Logger
-	}
-	tpl := opts.Templates
-	if tpl == nil {
-		var err error
-		if tpl, err = templates.New(); err != nil {
-			return nil, fmt.Errorf("new chat router: %w", err)
-		}
-	}
+	tpl, ib := opts.Templates, opts.Inbox
 	admins := map[string]bool{}
 	for _, a := range opts.Admins {
 		if a = strings.TrimSpace(a); a != "" {
 			admins[a] = true
 		}
 	}
-	if opts.Inbox.Templates == nil {
-		opts.Inbox.Templates = tpl
-	}
-	if opts.Inbox.DefaultLang == "" {
-		opts.Inbox.DefaultLang = opts.DefaultLang
-	}
-	ib, err := inbox.New(st, opts.Inbox)
-	if err != nil {
-		return nil, fmt.Errorf("new chat router: %w", err)
-	}
 	bound := &boundBatcher{st: st, log: opts.Logger.WarnContext, opts: store.BoundOptions{
 		EventType: eventMessage, MaxPending: ib.Options().MaxPending, Receipt: ReceiptEmoji}}
-	return &Chat{st: st, ib: ib, tpl: tpl, opts: opts, admins: admins, log: opts.Logger, bound: bound}, nil
+	return &Chat{st: st, ib: ib, tpl: tpl, cards: NewGateCards(tpl, opts.DefaultLang), opts: opts,
+		admins: admins, log: opts.Logger, bound: bound}, nil
 }
-
-// Inbox returns the inbox the router enqueues into (same options), for the API to share.
-func (c *Chat) Inbox() *inbox.Inbox { return c.ib }
-
-// Templates returns the template set the router renders with.
-func (c *Chat) Templates() *templates.Set { return c.tpl }
 
 // turn is the state of handling one message inside its transaction.
 type turn struct {
 	c       *Chat
-	tx      pgx.Tx
+	tx      *store.Tx
+	st      *store.Store // the kernel, joined to tx
 	m       Message
 	lang    string // resolved lazily: chat setting, then goal, then default
 	chatSet bool
@@ -155,11 +136,14 @@ type turn struct {
 // operation, its audit rows and every outbox row (replies, receipt) commit together. A
 // repeated event id does nothing and returns nil. An error means nothing was committed.
 func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
-	if m.EventID == "" {
-		return store.Errorf(store.ErrInvalid, "event_id", "is empty; the bot must pass Lark's event id")
-	}
 	if m.ChatID == "" || m.MessageID == "" {
 		return store.Errorf(store.ErrInvalid, "chat_id", "chat_id and message_id are required")
+	}
+	if m.EventID == "" {
+		m.EventID = store.MessageEventID(m.MessageID)
+	}
+	if err := store.CheckEventID(m.EventID); err != nil {
+		return err
 	}
 	if m.SenderIsBot || m.SenderID == "" || m.SenderID == c.opts.BotOpenID {
 		return nil // bots, this one included, never drive the router
@@ -168,13 +152,13 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 		return nil
 	}
 	var dup bool
-	err := c.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := c.st.WithTx(ctx, func(tx *store.Tx) error {
 		fresh, err := store.RecordLarkEvent(ctx, tx, m.EventID, eventMessage)
 		dup = err == nil && !fresh
 		if err != nil || !fresh {
 			return err
 		}
-		t := &turn{c: c, tx: tx, m: m}
+		t := &turn{c: c, tx: tx, st: c.st.In(tx), m: m}
 		addressed, err := t.addressed(ctx)
 		if err != nil || !addressed {
 			return err
@@ -302,7 +286,7 @@ func (t *turn) reply(ctx context.Context, name string, data any, about *target) 
 	}
 	t.replies++
 	in := store.OutboxInsert{
-		DedupeKey:     fmt.Sprintf("evt:%s:%d", t.m.EventID, t.replies),
+		DedupeKey:     store.ReplyKey(t.m.EventID, t.replies),
 		Kind:          r.Kind,
 		ReceiveID:     t.m.ChatID,
 		ReplyTo:       t.m.MessageID,
@@ -334,41 +318,21 @@ func auditRow(ctx context.Context, db store.DB, actor, surface, action, goalID, 
 // meta is the kernel operation metadata for this message: the sender acts from chat, and the
 // event id keys the operation so a replay after a lost commit cannot apply it twice.
 func (t *turn) meta() store.Meta {
-	return store.Meta{Actor: t.m.SenderID, Surface: "chat", IdempotencyKey: "lark:" + t.m.EventID}
+	return store.Meta{Actor: t.m.SenderID, Surface: "chat", IdempotencyKey: store.EventKey(t.m.EventID)}
 }
 
-// role of a person on a goal.
-type role int
-
-const (
-	roleStranger role = iota
-	roleMember
-	roleOwner
-	roleAdmin
-)
-
-func (c *Chat) roleOn(g store.Goal, openID string) role {
-	switch {
-	case c.admins[openID]:
-		return roleAdmin
-	case g.IsOwner(openID):
-		return roleOwner
-	case g.IsMember(openID):
-		return roleMember
-	}
-	return roleStranger
+// who is the sender, as the kernel's role rule sees them.
+func (t *turn) who() store.Person {
+	return store.Person{OpenID: t.m.SenderID, Admin: t.c.admins[t.m.SenderID]}
 }
 
-func (r role) String() string {
-	return [...]string{"stranger", "member", "owner", "admin"}[r]
-}
-
-func (r role) allows(n need) bool {
+// allows reports whether a role meets a command's need.
+func allows(r store.Role, n need) bool {
 	switch n {
 	case needMember:
-		return r >= roleMember
+		return r.AtLeast(store.RoleMember)
 	case needOwner:
-		return r >= roleOwner
+		return r.AtLeast(store.RoleOwner)
 	}
 	return true
 }
@@ -381,7 +345,7 @@ func (t *turn) refuse(ctx context.Context, action, command string, n need, tg *t
 		needWord = "member"
 	}
 	if err := t.audit(ctx, action, tg.goal.ID, "goal:"+tg.goal.ID, false, map[string]any{
-		"reason": "not " + needWord, "role": t.c.roleOn(tg.goal, t.m.SenderID).String(),
+		"reason": "not " + needWord, "role": string(tg.role),
 	}); err != nil {
 		return err
 	}
@@ -402,21 +366,6 @@ func (t *turn) kernelError(ctx context.Context, err error, about *target) error 
 }
 
 func shortGate(id int64) string { return fmt.Sprintf("g%d", id) }
-
-// visibleGoals lists the goals a person may see (owner, member, admin), by id.
-func (c *Chat) visibleGoals(ctx context.Context, db store.DB, openID string) ([]store.Goal, error) {
-	all, err := store.LookupGoals(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	out := all[:0]
-	for _, g := range all {
-		if c.roleOn(g, openID) != roleStranger {
-			out = append(out, g)
-		}
-	}
-	return out, nil
-}
 
 // closest returns up to three names close to want (prefix, containment or a small edit
 // distance), best first.

@@ -10,13 +10,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/inbox"
 	"loopx/router"
 	"loopx/store"
+	"loopx/templates"
 )
 
 func TestRoutingTable(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := setup(t)
 	ctx := t.Context()
 
 	// Chat binding: oc_room is bound to docs, whose default agent is codex.
@@ -34,7 +36,7 @@ func TestRoutingTable(t *testing.T) {
 
 	// Thread: a reply in the thread of a bot message about docs/claude goes there, even
 	// without a mention, and beats the chat binding.
-	id, _, err := store.InsertOutbox(ctx, e.st.Pool(), store.OutboxInsert{Kind: "text", ReceiveID: room, Content: "claude here", GoalID: "docs", AgentID: "claude"})
+	id, _, err := store.InsertOutbox(ctx, e.st.DB(), store.OutboxInsert{Kind: "text", ReceiveID: room, Content: "claude here", GoalID: "docs", AgentID: "claude"})
 	require.NoError(t, err)
 	require.NoError(t, e.st.MarkOutboxSent(ctx, id, "om_bot_claude"))
 	e.outbox()
@@ -82,7 +84,7 @@ func TestRoutingTable(t *testing.T) {
 	require.Len(t, e.inbox("infra", "ops"), 2)
 
 	// A goal with two agents and no default: ask which agent.
-	_, err = e.st.Pool().Exec(ctx, `UPDATE agent SET is_default = false WHERE goal_id = 'docs'`) // no kernel op unsets a default
+	_, err = e.st.DB().Exec(ctx, `UPDATE agent SET is_default = false WHERE goal_id = 'docs'`) // no kernel op unsets a default
 	require.NoError(t, err)
 	two := e.say(member, "#docs who takes this?")
 	r = e.oneReply(two)
@@ -111,7 +113,7 @@ func TestRoutingTable(t *testing.T) {
 
 func TestStrangerNeverLearnsOfGoals(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := setup(t)
 	// infra is not bound to oc_lobby and the stranger has no role on it: it must look
 	// exactly like a goal that does not exist.
 	probe := e.send(router.Message{ChatID: "oc_lobby", SenderID: stranger, Text: "#infra hi"}, true)
@@ -134,7 +136,7 @@ func TestStrangerNeverLearnsOfGoals(t *testing.T) {
 
 func TestDeliveryModes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(o *router.Options) { o.Receipt = router.ReceiptReply })
+	e := setup(t, func(c *config) { c.Router.Receipt = router.ReceiptReply })
 	ctx := t.Context()
 
 	// /steer with no live turn: refused with how to queue; nothing delivered, no downgrade.
@@ -165,7 +167,7 @@ func TestDeliveryModes(t *testing.T) {
 	require.Equal(t, store.ModeInbox, items[2].Mode)
 
 	// The drain order puts the steer item first even though it is not the oldest pending.
-	drained, err := e.chat.Inbox().Drain(ctx, inboxAgent("docs", "codex"), "", 10)
+	drained, err := e.ib.Drain(ctx, inboxAgent("docs", "codex"), inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, store.ModeSteer, drained[0].Mode)
 	require.Len(t, drained, 3)
@@ -178,7 +180,7 @@ func TestDeliveryModes(t *testing.T) {
 
 func TestInboxFullTellsSender(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(o *router.Options) { o.Inbox.MaxPending = 2 })
+	e := setup(t, func(c *config) { c.Inbox.MaxPending = 2 })
 	e.say(member, "one")
 	e.say(member, "two")
 	e.outbox()
@@ -190,7 +192,7 @@ func TestInboxFullTellsSender(t *testing.T) {
 
 func TestReplyLandsInSourceThread(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := setup(t)
 	ctx := t.Context()
 	m := e.send(router.Message{SenderID: member, RootID: "om_topic_root", Text: "#docs how far along?"}, true)
 	e.outbox()
@@ -198,11 +200,11 @@ func TestReplyLandsInSourceThread(t *testing.T) {
 	require.Equal(t, "om_topic_root", item.SourceThread)
 
 	ag := inboxAgent("docs", "codex")
-	_, err := e.chat.Inbox().Drain(ctx, ag, "", 10)
+	_, err := e.ib.Drain(ctx, ag, inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
-	res, err := e.chat.Inbox().Reply(ctx, ag, replyParams(item.ID, "", "halfway"))
+	res, err := e.ib.Reply(ctx, ag, replyParams(item.ID, "", "halfway"))
 	require.NoError(t, err)
-	again, err := e.chat.Inbox().Reply(ctx, ag, replyParams(item.ID, "", "halfway"))
+	again, err := e.ib.Reply(ctx, ag, replyParams(item.ID, "", "halfway"))
 	require.NoError(t, err)
 	require.Equal(t, res.OutboxID, again.OutboxID)
 	rows := e.outbox()
@@ -222,8 +224,8 @@ func TestDuplicateEventHasOneEffect(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var dups []string
-	e := newEnv(t, func(o *router.Options) {
-		o.OnDuplicate = func(_ context.Context, eventType string) {
+	e := setup(t, func(c *config) {
+		c.Router.OnDuplicate = func(_ context.Context, eventType string) {
 			mu.Lock()
 			defer mu.Unlock()
 			dups = append(dups, eventType)
@@ -262,7 +264,7 @@ func TestDuplicateEventHasOneEffect(t *testing.T) {
 
 func TestBadInputGetsUsage(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := setup(t)
 	m := e.say(owner, "/budget #docs lots")
 	r := e.oneReply(m)
 	require.Contains(t, r.Content, "slots must be a whole number")
@@ -275,22 +277,36 @@ func TestBadInputGetsUsage(t *testing.T) {
 		require.Contains(t, help, c)
 	}
 
-	require.Error(t, e.chat.HandleMessage(t.Context(), router.Message{ChatID: room, MessageID: "om_x", SenderID: owner, Text: "hi"}), "no event id is a bot bug, reported")
+	// An event without an id is keyed by its message id (Lark's stable key for a message):
+	// a second delivery of it is a duplicate, not a second effect.
+	noID := router.Message{ChatID: room, ChatType: router.ChatGroup, MessageID: "om_noid", SenderID: owner,
+		Text: "@_user_1 no event id", Mentions: []router.Mention{{Key: "@_user_1", OpenID: bot, Name: "LoopX"}}}
+	require.NoError(t, e.chat.HandleMessage(t.Context(), noID))
+	require.NoError(t, e.chat.HandleMessage(t.Context(), noID))
+	n := 0
+	for _, it := range e.inbox("docs", "codex") {
+		if it.SourceMessage == "om_noid" {
+			n++
+		}
+	}
+	require.Equal(t, 1, n)
+	require.Error(t, e.chat.HandleMessage(t.Context(), router.Message{ChatID: room, SenderID: owner, Text: "hi"}), "no message id is a bot bug, reported")
 }
 
 func TestLangAndReport(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := setup(t)
 	m := e.say(owner, "/lang zh")
 	require.Contains(t, e.oneReply(m).Content, "中文")
 	s := e.say(member, "/report")
 	require.Contains(t, e.oneReply(s).Content, "未配置", "reports answer in the chat's language, and say they are not configured")
 
 	var got router.ReportRequest
-	e2 := newEnv(t, func(o *router.Options) {
-		o.Report = func(_ context.Context, _ store.DB, req router.ReportRequest) ([]store.OutboxInsert, error) {
+	e2 := setup(t, func(c *config) {
+		c.Router.Report = func(ctx context.Context, db store.DB, req router.ReportRequest) (bool, error) {
 			got = req
-			return []store.OutboxInsert{{Kind: "text", ReceiveID: req.ChatID, ReplyTo: req.ReplyTo, Content: "digest", GoalID: req.GoalID}}, nil
+			_, _, err := store.InsertOutbox(ctx, db, store.OutboxInsert{Kind: "text", ReceiveID: req.ChatID, ReplyTo: req.ReplyTo, Content: "digest", GoalID: req.GoalID})
+			return true, err
 		}
 	})
 	r := e2.say(member, "/report #docs")
@@ -304,8 +320,10 @@ func TestLangAndReport(t *testing.T) {
 // racing the first attempt) has one effect; and so does the same card click.
 func TestConcurrentReplicasOneEffect(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	other, err := router.New(e.st, router.Options{BotOpenID: bot, Admins: []string{admin}, Now: e.clk.Now})
+	e := setup(t)
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	other, err := router.New(e.st, router.Options{BotOpenID: bot, Admins: []string{admin}, Now: e.clk.Now, Inbox: e.ib, Templates: tpl})
 	require.NoError(t, err)
 	replicas := []*router.Chat{e.chat, other}
 
@@ -348,7 +366,7 @@ func TestConcurrentReplicasOneEffect(t *testing.T) {
 
 func TestAnswersStayInTheirThread(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := setup(t)
 	in := e.send(router.Message{SenderID: member, RootID: "om_r", ThreadID: "omt_1", Text: "/status"}, true)
 	require.True(t, e.oneReply(in).ReplyInThread, "a message in a thread is answered in it")
 	plain := e.send(router.Message{SenderID: member, RootID: "om_r", ParentID: "om_r", Text: "/status"}, true)

@@ -14,38 +14,10 @@ const statusProblemLimit = 3
 // statusMissedWindow is how far back /status counts missed fires.
 const statusMissedWindow = 24 * time.Hour
 
-// Lark codes the sender gives up on (bot/client.go names them); /status turns them into a
-// hint the templates phrase per language.
-const (
-	larkBadRequest   = 230001
-	larkBotNotInChat = 230002
-	larkScopeMissing = 99991672
-	larkWrongAppID   = 10003
-	larkWrongSecret  = 10014
-)
-
-// sendHint names what a person can do about a failed send with Lark code code; "" when there
-// is no better advice than Lark's own message.
-func sendHint(code int) string {
-	switch code {
-	case 0:
-		return "refused" // refused before sending (too large, malformed): the stored reason says why
-	case larkBotNotInChat:
-		return "not_in_chat"
-	case larkBadRequest:
-		return "bad_request"
-	case larkScopeMissing:
-		return "scope"
-	case larkWrongAppID, larkWrongSecret:
-		return "credentials"
-	}
-	return ""
-}
-
 // problemsView is the template data for the failed sends and missed fires of /status. Times
 // are shown in the goal's heartbeat zone (UTC when it does not load), codes as strings so the
 // templates never do arithmetic on them.
-func problemsView(p store.GoalProblems, tz string) map[string]any {
+func problemsView(p store.GoalProblems, tz string, advice func(code int) string) map[string]any {
 	loc, err := time.LoadLocation(tz)
 	if err != nil || tz == "" {
 		loc, tz = time.UTC, "UTC"
@@ -54,7 +26,7 @@ func problemsView(p store.GoalProblems, tz string) map[string]any {
 	failed := []map[string]any{}
 	for _, f := range p.Failures {
 		failed = append(failed, map[string]any{
-			"Code": strconv.Itoa(f.Code), "Hint": sendHint(f.Code), "Error": f.Error, "Kind": f.Kind,
+			"Code": strconv.Itoa(f.Code), "Hint": advice(f.Code), "Error": f.Error, "Kind": f.Kind,
 			"To": f.ReceiveID, "When": f.CreatedAt.In(loc).Format(layout),
 		})
 	}

@@ -11,22 +11,22 @@ import (
 )
 
 // failSend stores an outbox row about goal that the sender gave up on with Lark code code.
-func (e *env) failSend(goal string, code int, reason string) {
+func (e *testBundle) failSend(goal string, code int, reason string) {
 	e.t.Helper()
-	_, err := e.st.Pool().Exec(e.t.Context(), `INSERT INTO outbox (uuid, kind, receive_id, content, goal_id, state, attempts, last_code, last_error)
+	_, err := e.st.DB().Exec(e.t.Context(), `INSERT INTO outbox (uuid, kind, receive_id, content, goal_id, state, attempts, last_code, last_error)
 		VALUES (gen_random_uuid()::text, 'text', $1, 'a reply', $2, 'failed', 1, $3, $4)`, room, goal, code, reason)
 	require.NoError(e.t, err)
 	e.outbox() // not a reply of the router's
 }
 
 // missFire records a missed heartbeat of goal/agent at fire, as the scheduler does after downtime.
-func (e *env) missFire(goal, agent string, fire time.Time) {
+func (e *testBundle) missFire(goal, agent string, fire time.Time) {
 	e.t.Helper()
 	scheds, err := e.st.ScheduleByGoal(e.t.Context(), goal)
 	require.NoError(e.t, err)
 	for _, s := range scheds {
 		if s.Kind == "heartbeat" && s.AgentID == agent {
-			_, err := store.InsertTicks(e.t.Context(), e.st.Pool(), []store.Tick{{ScheduleID: s.ID, GoalID: goal, AgentID: agent,
+			_, err := store.InsertTicks(e.t.Context(), e.st.DB(), []store.Tick{{ScheduleID: s.ID, GoalID: goal, AgentID: agent,
 				Kind: "heartbeat", FireAt: fire, RunAt: fire, Outcome: store.TickMissed, Reason: "no replica ran", DecidedAt: e.clk.Now()}})
 			require.NoError(e.t, err)
 			return
@@ -39,7 +39,12 @@ func (e *env) missFire(goal, agent string, fire time.Time) {
 // heartbeat fires (issues 4 and 5); another goal's failures stay out of it.
 func TestStatusShowsFailedSendsAndMissedFires(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := setup(t, func(c *config) {
+		// The bot's advice table (bot.Advice), for the codes this test sends.
+		c.Router.Advice = func(code int) string {
+			return map[int]string{230002: "not_in_chat", 230001: "bad_request", 10014: "credentials"}[code]
+		}
+	})
 	quiet := e.oneReply(e.say(member, "/status")).Content
 	require.NotContains(t, quiet, "Missed fires")
 	require.NotContains(t, quiet, "gave up sending")

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"loopx/store"
 )
 
@@ -73,7 +71,7 @@ func SeedDemo(ctx context.Context, st *store.Store, p DemoParams) (bool, error) 
 		}
 	}
 	if p.ChatID != "" {
-		if err := st.WithTx(ctx, func(tx pgx.Tx) error {
+		if err := st.WithTx(ctx, func(tx *store.Tx) error {
 			return store.Bind(ctx, tx, store.Binding{ChatID: p.ChatID, GoalID: DemoGoalID, AgentID: "writer", CreatedBy: p.Owner})
 		}); err != nil {
 			return false, fmt.Errorf("seed demo binding: %w", err)

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"loopx/store"
 	"loopx/templates"
@@ -47,7 +44,7 @@ type DigestResult struct {
 
 // Scheduled builds the digest a report tick at fire asks for and queues it to the goal's
 // bound chats (the owners by direct message when no chat is bound). It runs inside tx.
-func (d *Digests) Scheduled(ctx context.Context, tx pgx.Tx, goalID string, fire time.Time) (DigestResult, error) {
+func (d *Digests) Scheduled(ctx context.Context, tx store.DB, goalID string, fire time.Time) (DigestResult, error) {
 	return d.build(ctx, tx, ReportParams{GoalID: goalID, Now: fire}, "schedule")
 }
 
@@ -66,7 +63,7 @@ type ReportParams struct {
 // Report builds a digest for the window from the last digest to p.Now, inside tx (the
 // router's transaction for the /report message), and queues it. The window ends at p.Now, so
 // the next scheduled digest starts where this one ended.
-func (d *Digests) Report(ctx context.Context, tx pgx.Tx, p ReportParams) (DigestResult, error) {
+func (d *Digests) Report(ctx context.Context, tx store.DB, p ReportParams) (DigestResult, error) {
 	if p.GoalID == "" {
 		return DigestResult{}, store.Errorf(store.ErrInvalid, "goal_id", "is empty; name the goal to report on")
 	}
@@ -76,7 +73,7 @@ func (d *Digests) Report(ctx context.Context, tx pgx.Tx, p ReportParams) (Digest
 	return d.build(ctx, tx, p, "manual")
 }
 
-func (d *Digests) build(ctx context.Context, tx pgx.Tx, p ReportParams, trigger string) (DigestResult, error) {
+func (d *Digests) build(ctx context.Context, tx store.DB, p ReportParams, trigger string) (DigestResult, error) {
 	var res DigestResult
 	from, err := store.LastDigestEnd(ctx, tx, p.GoalID)
 	if err != nil {
@@ -124,23 +121,22 @@ func (d *Digests) build(ctx context.Context, tx pgx.Tx, p ReportParams, trigger 
 	if err != nil {
 		return res, fmt.Errorf("render digest: %w", err)
 	}
-	key := "digest:" + strconv.FormatInt(id, 10) + ":"
 	base := store.OutboxInsert{Kind: res.Message.Kind, Content: res.Message.Content, GoalID: p.GoalID}
 	switch {
 	case p.ChatID != "":
 		o := base
-		o.DedupeKey, o.ReceiveID, o.ReplyTo = key+p.ChatID, p.ChatID, p.ReplyTo
+		o.DedupeKey, o.ReceiveID, o.ReplyTo = store.DigestKey(id, p.ChatID), p.ChatID, p.ReplyTo
 		res.Outbox = append(res.Outbox, o)
 	case len(sched.Chats) > 0:
 		for _, chat := range sched.Chats {
 			o := base
-			o.DedupeKey, o.ReceiveID = key+chat, chat
+			o.DedupeKey, o.ReceiveID = store.DigestKey(id, chat), chat
 			res.Outbox = append(res.Outbox, o)
 		}
 	default:
 		for _, owner := range sched.Owners {
 			o := base
-			o.DedupeKey, o.ReceiveIDType, o.ReceiveID = key+owner, "open_id", owner
+			o.DedupeKey, o.ReceiveIDType, o.ReceiveID = store.DigestKey(id, owner), "open_id", owner
 			res.Outbox = append(res.Outbox, o)
 		}
 	}

@@ -17,15 +17,16 @@ import (
 	"loopx/store/storetest"
 )
 
-// pollDecider answers like should-run does for an agent with nothing to do: skip, idle, and a
-// 30-minute backoff hint. The scale tests use poll runners, where the hint is the host's
-// business; its count of calls checks that no fire was decided twice.
-type pollDecider struct {
+// idleDecider answers like should-run does for an agent with nothing to do (skip, idle), with
+// no backoff interval so the cron cadence holds. The scale tests give their agents the
+// webhook runner, which the scheduler wakes through noRunner (never, since every answer is a
+// skip); the count of calls checks that no fire was decided more often than expected.
+type idleDecider struct {
 	calls atomic.Int64
 	fail  func(p quota.ShouldRunParams) error // optional: called first; an error is returned
 }
 
-func (d *pollDecider) ShouldRun(ctx context.Context, p quota.ShouldRunParams) (quota.Decision, error) {
+func (d *idleDecider) ShouldRun(ctx context.Context, p quota.ShouldRunParams) (quota.Decision, error) {
 	d.calls.Add(1)
 	if d.fail != nil {
 		if err := d.fail(p); err != nil {
@@ -34,16 +35,21 @@ func (d *pollDecider) ShouldRun(ctx context.Context, p quota.ShouldRunParams) (q
 	}
 	return quota.Decision{OK: true, Mode: "should-run", GoalID: p.GoalID, AgentID: p.AgentID,
 		Decision: "skip", State: quota.StateIdle, Reason: "no_runnable_todo",
-		SchedulerHint: quota.SchedulerHint{Action: "backoff_until_state_change", CadenceClass: "quiet_wait", IntervalMinutes: 30}}, nil
+		SchedulerHint: quota.SchedulerHint{Action: "backoff_until_state_change", CadenceClass: "quiet_wait"}}, nil
 }
 
-// Peek is the read-only path the scheduler takes for poll runners.
-func (d *pollDecider) Peek(ctx context.Context, goalID, agentID string, _ time.Time) (quota.Decision, error) {
-	return d.ShouldRun(ctx, quota.ShouldRunParams{GoalID: goalID, AgentID: agentID})
+// noRunner is the runner of the scale tests' agents; idleDecider never lets it run.
+type noRunner struct{ t testing.TB }
+
+func (r noRunner) Run(context.Context, scheduler.Job) scheduler.Result {
+	r.t.Errorf("a turn was started although every answer was a skip")
+	return scheduler.Result{State: store.TurnFailed}
 }
 
-// seedGoals inserts n goals with one poll agent each, straight in SQL (fast for thousands).
-func seedGoals(t testing.TB, pool *pgxpool.Pool, prefix string, n int, spec, tz string) {
+// seedGoals inserts n goals with one agent each, straight in SQL (fast for thousands). The
+// in-process scale tests give it the webhook runner (woken through noRunner); process tests
+// against a real serve give it poll (the host asks should-run itself; ticks only record).
+func seedGoals(t testing.TB, pool *pgxpool.Pool, prefix string, n int, spec, tz, runner string) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `INSERT INTO goal (id, title, heartbeat_spec, heartbeat_tz, owners)
@@ -51,7 +57,7 @@ func seedGoals(t testing.TB, pool *pgxpool.Pool, prefix string, n int, spec, tz 
 		FROM generate_series(1, $4) AS i`, prefix, spec, tz, n)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO agent (goal_id, id, runner, is_default)
-		SELECT id, 'a1', 'poll', true FROM goal WHERE id LIKE $1 || '%'`, prefix)
+		SELECT id, 'a1', $2, true FROM goal WHERE id LIKE $1 || '%'`, prefix, runner)
 	require.NoError(t, err)
 }
 
@@ -69,10 +75,8 @@ func newReplica(t testing.TB, url, name string, c *storetest.Clock, d scheduler.
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	st := store.New(pool, store.Options{Now: c.Now})
-	cfg := scheduler.Config{Store: st, Decider: d, Replica: name, Now: c.Now}
-	if pd, ok := d.(*pollDecider); ok {
-		cfg.Peek = pd.Peek
-	}
+	cfg := scheduler.Config{Store: st, Decider: d, Replica: name, Now: c.Now,
+		Runners: map[string]scheduler.Runner{store.RunnerWebhook: noRunner{t}}}
 	if mod != nil {
 		mod(&cfg)
 	}

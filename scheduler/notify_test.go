@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"loopx/scheduler"
@@ -26,7 +25,7 @@ type outboxRow struct {
 
 func outbox(t *testing.T, st *store.Store, prefix string) []outboxRow {
 	t.Helper()
-	rows, err := st.Pool().Query(context.Background(), `SELECT coalesce(dedupe_key, ''), kind, receive_id_type, receive_id,
+	rows, err := st.DB().Query(context.Background(), `SELECT coalesce(dedupe_key, ''), kind, receive_id_type, receive_id,
 		reply_to, content, coalesce(gate_id, 0) FROM outbox WHERE coalesce(dedupe_key, '') LIKE $1 || '%' ORDER BY id`, prefix)
 	require.NoError(t, err)
 	defer rows.Close()
@@ -56,7 +55,7 @@ func newNotifyBundle(t *testing.T, t0 time.Time, replicas int) *notifyBundle {
 	require.NoError(t, err)
 	b := &notifyBundle{url: url, clock: c, set: set}
 	for i := range replicas {
-		b.replicas = append(b.replicas, newReplica(t, url, "n"+string(rune('1'+i)), c, &pollDecider{}, func(cfg *scheduler.Config) {
+		b.replicas = append(b.replicas, newReplica(t, url, "n"+string(rune('1'+i)), c, &idleDecider{}, func(cfg *scheduler.Config) {
 			rem, err := scheduler.NewReminders(scheduler.ReminderConfig{Store: cfg.Store, Templates: set})
 			require.NoError(t, err)
 			dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: cfg.Store, Templates: set})
@@ -83,13 +82,13 @@ func TestGateRemindersBackOffEscalateAndStop(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "rem", AgentID: "a1", Meta: admin})
 	require.NoError(t, err)
-	require.NoError(t, b.st.WithTx(ctx, func(tx pgx.Tx) error {
+	require.NoError(t, b.st.WithTx(ctx, func(tx *store.Tx) error {
 		return store.Bind(ctx, tx, store.Binding{ChatID: "oc_team", GoalID: "rem", CreatedBy: "ou_a"})
 	}))
 	gate, err := b.st.AskGate(ctx, store.AskGateParams{GoalID: "rem", AgentID: "a1", Question: "Deploy to production?", Meta: admin})
 	require.NoError(t, err)
 	// The gate card went out in the chat; reminders reply in its thread.
-	_, err = b.st.Pool().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, content, goal_id, gate_id, state, lark_message_id)
+	_, err = b.st.DB().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, content, goal_id, gate_id, state, lark_message_id)
 		VALUES ('u-card', 'card', 'oc_team', '{}', 'rem', $1, 'sent', 'om_card')`, gate.ID)
 	require.NoError(t, err)
 
@@ -194,7 +193,7 @@ func history(t *testing.T, b *notifyBundle, id, lang string, start time.Time) {
 	require.NoError(t, err)
 	_, err = b.st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: id, AgentID: "a1", Runner: "poll", Meta: admin})
 	require.NoError(t, err)
-	require.NoError(t, b.st.WithTx(ctx, func(tx pgx.Tx) error {
+	require.NoError(t, b.st.WithTx(ctx, func(tx *store.Tx) error {
 		return store.Bind(ctx, tx, store.Binding{ChatID: "oc_" + id, GoalID: id, CreatedBy: "ou_a"})
 	}))
 	step(time.Hour)
@@ -236,14 +235,14 @@ func history(t *testing.T, b *notifyBundle, id, lang string, start time.Time) {
 	require.NoError(t, err)
 	// Heartbeat ticks as the scheduler records them.
 	var sched int64
-	require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT id FROM schedule WHERE goal_id = $1 AND kind = 'heartbeat'`, id).Scan(&sched))
+	require.NoError(t, b.st.DB().QueryRow(ctx, `SELECT id FROM schedule WHERE goal_id = $1 AND kind = 'heartbeat'`, id).Scan(&sched))
 	var ticks []store.Tick
 	for i, o := range []struct{ outcome, reason string }{{"skipped", "idle"}, {"skipped", "idle"}, {"skipped", "busy"}, {"missed", "downtime"}} {
 		f := start.Add(time.Duration(5+i) * time.Hour)
 		ticks = append(ticks, store.Tick{ScheduleID: sched, GoalID: id, AgentID: "a1", Kind: "heartbeat", FireAt: f, RunAt: f,
 			Outcome: o.outcome, Reason: o.reason, DecidedAt: f})
 	}
-	_, err = store.InsertTicks(ctx, b.st.Pool(), ticks)
+	_, err = store.InsertTicks(ctx, b.st.DB(), ticks)
 	require.NoError(t, err)
 }
 
@@ -294,7 +293,7 @@ func TestDigestOncePerWindowMatchesHistory(t *testing.T) {
 
 	// A restarted replica at the same time finds nothing due; building the same window again
 	// in a transaction is a no-op.
-	again := newReplica(t, b.url, "restart", b.clock, &pollDecider{}, func(cfg *scheduler.Config) {
+	again := newReplica(t, b.url, "restart", b.clock, &idleDecider{}, func(cfg *scheduler.Config) {
 		dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: cfg.Store, Templates: b.set})
 		require.NoError(t, err)
 		cfg.Digests = dig
@@ -303,20 +302,20 @@ func TestDigestOncePerWindowMatchesHistory(t *testing.T) {
 	require.NoError(t, err)
 	dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: b.st, Templates: b.set})
 	require.NoError(t, err)
-	require.NoError(t, b.st.WithTx(ctx, func(tx pgx.Tx) error {
+	require.NoError(t, b.st.WithTx(ctx, func(tx *store.Tx) error {
 		res, err := dig.Scheduled(ctx, tx, "rel-en", fire)
 		require.False(t, res.Created)
 		return err
 	}))
 	require.Len(t, outbox(t, b.st, "digest:"), 2)
-	n, err := store.DigestCount(ctx, b.st.Pool(), "rel-en")
+	n, err := store.DigestCount(ctx, b.st.DB(), "rel-en")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
 	// /report an hour later covers only the hour since the digest, replying in the chat.
 	b.clock.Set(fire.Add(time.Hour))
 	var res scheduler.DigestResult
-	require.NoError(t, b.st.WithTx(ctx, func(tx pgx.Tx) error {
+	require.NoError(t, b.st.WithTx(ctx, func(tx *store.Tx) error {
 		var err error
 		res, err = dig.Report(ctx, tx, scheduler.ReportParams{GoalID: "rel-en", RequestedBy: "ou_a", ChatID: "oc_elsewhere", ReplyTo: "om_ask"})
 		return err

@@ -78,7 +78,7 @@ func TestServeReplicasKill9(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	const goals = 1000
-	seedGoals(t, pool, "p", goals, "* * * * *", "UTC")
+	seedGoals(t, pool, "p", goals, "* * * * *", "UTC", store.RunnerPoll)
 
 	const scale = 60.0
 	epoch := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)

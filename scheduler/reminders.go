@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"loopx/store"
 	"loopx/templates"
@@ -68,7 +65,13 @@ func (r *Reminders) NextDue(ctx context.Context) (time.Time, bool, error) {
 func (r *Reminders) Sweep(ctx context.Context, now time.Time) (int, error) {
 	total := 0
 	for {
-		n, err := r.cfg.Store.DueGateReminders(ctx, now, r.wait(1), r.cfg.Batch, func(tx pgx.Tx, due []store.GateReminder) error {
+		n := 0
+		err := r.cfg.Store.WithTx(ctx, func(tx *store.Tx) error {
+			due, err := store.LockDueGateReminders(ctx, tx, now, r.wait(1), r.cfg.Batch)
+			if err != nil {
+				return err
+			}
+			n = len(due)
 			for _, g := range due {
 				if err := r.remind(ctx, tx, now, g); err != nil {
 					return err
@@ -98,7 +101,7 @@ type reminderData struct {
 	Mentions  []string
 }
 
-func (r *Reminders) remind(ctx context.Context, tx pgx.Tx, now time.Time, g store.GateReminder) error {
+func (r *Reminders) remind(ctx context.Context, tx *store.Tx, now time.Time, g store.GateReminder) error {
 	n := g.Gate.Reminders + 1
 	data := reminderData{
 		GateID: g.Gate.ID, GoalID: g.Gate.GoalID, GoalTitle: g.GoalTitle, Question: g.Gate.Question,
@@ -112,11 +115,10 @@ func (r *Reminders) remind(ctx context.Context, tx pgx.Tx, now time.Time, g stor
 	if err != nil {
 		return fmt.Errorf("render gate reminder: %w", err)
 	}
-	key := "gate-reminder:" + strconv.FormatInt(g.Gate.ID, 10) + ":" + strconv.Itoa(n) + ":"
 	var rows []store.OutboxInsert
 	for _, chat := range g.Chats {
 		rows = append(rows, store.OutboxInsert{
-			DedupeKey: key + chat, Kind: msg.Kind, ReceiveIDType: "chat_id", ReceiveID: chat,
+			DedupeKey: store.GateReminderKey(g.Gate.ID, n, chat), Kind: msg.Kind, ReceiveIDType: "chat_id", ReceiveID: chat,
 			ReplyTo: g.CardMessages[chat], ReplyInThread: g.CardMessages[chat] != "",
 			Content: msg.Content, GoalID: g.Gate.GoalID, AgentID: g.Gate.AgentID, GateID: g.Gate.ID,
 		})
@@ -132,7 +134,7 @@ func (r *Reminders) remind(ctx context.Context, tx pgx.Tx, now time.Time, g stor
 		}
 		for _, owner := range g.Owners {
 			rows = append(rows, store.OutboxInsert{
-				DedupeKey: key + owner, Kind: direct.Kind, ReceiveIDType: "open_id", ReceiveID: owner,
+				DedupeKey: store.GateReminderKey(g.Gate.ID, n, owner), Kind: direct.Kind, ReceiveIDType: "open_id", ReceiveID: owner,
 				Content: direct.Content, GoalID: g.Gate.GoalID, AgentID: g.Gate.AgentID, GateID: g.Gate.ID,
 			})
 		}

@@ -10,6 +10,7 @@ import (
 
 	"loopx/scheduler"
 	"loopx/scheduler/quota"
+	"loopx/store"
 	"loopx/store/storetest"
 )
 
@@ -30,15 +31,15 @@ func TestReplicasFireEachTimeOnce(t *testing.T) {
 
 	var rs []*replica
 	for _, name := range []string{"r1", "r2", "r3"} {
-		rs = append(rs, newReplica(t, url, name, c, &pollDecider{}, nil))
+		rs = append(rs, newReplica(t, url, name, c, &idleDecider{}, nil))
 	}
-	seedGoals(t, rs[0].pool, "g", goals, "* * * * *", "UTC")
+	seedGoals(t, rs[0].pool, "g", goals, "* * * * *", "UTC", store.RunnerWebhook)
 
 	// r3 dies halfway through a batch at minute 15: its context is cancelled from inside its
 	// should-run call, so its claiming transaction never commits.
 	killCtx, kill := context.WithCancel(ctx)
 	defer kill()
-	dying := &pollDecider{}
+	dying := &idleDecider{}
 	var armed bool
 	dying.fail = func(quota.ShouldRunParams) error {
 		if armed && dying.calls.Load() > 40 {
@@ -148,8 +149,8 @@ func TestDowntimeOneCatchUpNineMissed(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	c := storetest.NewClock(t0)
 	const goals = 100
-	a := newReplica(t, url, "before", c, &pollDecider{}, nil)
-	seedGoals(t, a.pool, "d", goals, "* * * * *", "UTC")
+	a := newReplica(t, url, "before", c, &idleDecider{}, nil)
+	seedGoals(t, a.pool, "d", goals, "* * * * *", "UTC", store.RunnerWebhook)
 	for range 18 { // three minutes
 		c.Add(10 * time.Second)
 		_, err := a.sched.Step(ctx)
@@ -159,7 +160,7 @@ func TestDowntimeOneCatchUpNineMissed(t *testing.T) {
 	before := allTicks(t, a.pool)
 
 	c.Add(10 * time.Minute)
-	b := newReplica(t, url, "after", c, &pollDecider{}, nil)
+	b := newReplica(t, url, "after", c, &idleDecider{}, nil)
 	st, err := b.sched.Step(ctx)
 	require.NoError(t, err)
 	require.Equal(t, goals, st.Schedules)
@@ -184,7 +185,7 @@ func TestDowntimeOneCatchUpNineMissed(t *testing.T) {
 	checkChains(t, b.pool)
 
 	// A second restart right away finds nothing due: the catch-up is not repeated.
-	st, err = newReplica(t, url, "again", c, &pollDecider{}, nil).sched.Step(ctx)
+	st, err = newReplica(t, url, "again", c, &idleDecider{}, nil).sched.Step(ctx)
 	require.NoError(t, err)
 	require.Zero(t, st.Ticks)
 

@@ -2,8 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"loopx/store"
@@ -63,7 +61,7 @@ func (s *Scheduler) sleepFor(ctx context.Context, failures int) time.Duration {
 	}
 	d := s.cfg.MaxSleep
 	now := s.now()
-	at, rearm, ok, err := s.st.NextWake(ctx)
+	at, rearm, ok, err := s.st.NextWake(ctx, now)
 	if err != nil {
 		return time.Second
 	}
@@ -106,26 +104,10 @@ func (s *Scheduler) listen(ctx context.Context, wake chan<- struct{}) {
 }
 
 func (s *Scheduler) listenOnce(ctx context.Context, wake chan<- struct{}) error {
-	pooled, err := s.st.Pool().Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire listen connection: %w", err)
-	}
-	// The connection is closed, not returned to the pool: it is in LISTEN state.
-	conn := pooled.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck
-	if _, err := conn.Exec(ctx, "LISTEN "+store.ScheduleChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return nil
-			}
-			return fmt.Errorf("wait for notification: %w", err)
-		}
+	return s.st.Listen(ctx, store.ScheduleChannel, func() {
 		select {
 		case wake <- struct{}{}:
 		default:
 		}
-	}
+	})
 }

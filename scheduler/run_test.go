@@ -95,30 +95,6 @@ func TestPausedGoalHoldsHeartbeatUntilResume(t *testing.T) {
 	require.Empty(t, missed)
 }
 
-// Tick rows older than the retention are pruned by the loop, at most every 10 minutes.
-func TestOldTicksArePruned(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	url := storetest.NewDatabase(t)
-	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	c := storetest.NewClock(t0)
-	r := newReplica(t, url, "prune", c, &pollDecider{}, func(cfg *scheduler.Config) {
-		cfg.TickRetention = 10 * time.Minute
-		cfg.MaxJitter = -1
-	})
-	seedGoals(t, r.pool, "q", 5, "* * * * *", "UTC")
-	for range 31 {
-		_, err := r.sched.Step(ctx)
-		require.NoError(t, err)
-		c.Add(time.Minute)
-	}
-	var oldest time.Time
-	var n int
-	require.NoError(t, r.pool.QueryRow(ctx, `SELECT min(fire_at), count(*) FROM tick`).Scan(&oldest, &n))
-	require.False(t, oldest.Before(t0.Add(20*time.Minute)), "ticks before the last prune's cut-off are gone: oldest %s", oldest)
-	require.Less(t, n, 5*31)
-}
-
 // DST through the loop: a daily 02:30 America/New_York heartbeat fires once on the spring-
 // forward day (at 03:00 EDT, when the gap ends), and a daily 01:30 fires once on the fall-back
 // day although 01:30 happens twice; the Shanghai and UTC goals keep their plain cadence.
@@ -142,9 +118,9 @@ func TestLoopAcrossDST(t *testing.T) {
 			[]time.Time{time.Date(2026, 3, 8, 9, 0, 0, 0, time.UTC), time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)}},
 	} {
 		c := storetest.NewClock(day.start)
-		r := newReplica(t, url, day.name, c, &pollDecider{}, func(cfg *scheduler.Config) { cfg.MaxJitter = -1 })
+		r := newReplica(t, url, day.name, c, &idleDecider{}, func(cfg *scheduler.Config) { cfg.MaxJitter = -1 })
 		prefix := "dst-" + day.name + "-"
-		seedGoals(t, r.pool, prefix, 1, day.spec, day.tz)
+		seedGoals(t, r.pool, prefix, 1, day.spec, day.tz, store.RunnerWebhook)
 		for c.Now().Before(day.start.Add(48 * time.Hour)) {
 			_, err := r.sched.Step(ctx)
 			require.NoError(t, err)

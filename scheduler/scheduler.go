@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"loopx/scheduler/quota"
 	"loopx/store"
 )
@@ -23,50 +21,14 @@ type Decider interface {
 
 var _ Decider = (*quota.Service)(nil)
 
-// Job is one turn a runner must carry out: the agent to wake and the should-run answer that
-// opened the turn (its JSON is the turn packet).
-type Job struct {
-	Goal     store.Schedule // the heartbeat schedule (goal, agent, runner and its settings)
-	Turn     store.Turn
-	Decision quota.Decision
-}
-
-// Result is how a turn ended, as the runner saw it.
-type Result struct {
-	State   string // store.TurnOK or store.TurnFailed
-	Outcome string // one line for people
-	LogTail string // the end of the agent's output
-}
-
-// Runner wakes an agent for one turn and returns when the turn is over (or ctx ends).
-type Runner interface {
-	Run(ctx context.Context, job Job) Result
-}
-
-// TurnEnder closes a turn when its runner returns. *store.Store implements it.
-type TurnEnder interface {
-	EndTurn(ctx context.Context, p store.EndTurnParams) (store.Turn, error)
-	// RecordTurnLog keeps the log tail of a turn the agent already settled (spend-slot).
-	RecordTurnLog(ctx context.Context, turnID int64, tail string) error
-}
-
-// PeekFunc answers should-run without recording anything (no ledger row, no hint step, no
-// turn).
-type PeekFunc func(ctx context.Context, goalID, agentID string, now time.Time) (quota.Decision, error)
-
 // Config configures a Scheduler. Store and Decider are required.
 type Config struct {
 	Store   *store.Store
 	Decider Decider
-	// Peek answers for heartbeats whose runner is poll: the host asks should-run itself and
-	// owns the hint progression, so the tick must not advance it; it records the answer in
-	// the tick row only. Nil means the pure quota.Decide over store.ReadTickSnapshot.
-	Peek PeekFunc
 	// Runners by runner kind (store.RunnerExec, store.RunnerWebhook). A heartbeat whose runner
-	// has no entry here is treated like poll: the decision is recorded and nothing is started.
+	// has no entry here is treated like poll: the host asks should-run itself and owns the
+	// hint progression, so the tick records a read-only answer and nothing is started.
 	Runners map[string]Runner
-	// Turns ends turns when a runner returns; nil means Store.
-	Turns TurnEnder
 	// Digests builds report digests; nil disables report schedules (their ticks say so).
 	Digests *Digests
 	// Reminders sends gate reminders; nil disables them.
@@ -74,7 +36,8 @@ type Config struct {
 	// Now is the clock; nil means the store's clock.
 	Now    func() time.Time
 	Logger *slog.Logger
-	// Replica names this process in tick rows (host:pid or similar).
+	// Replica names this process in tick rows (host:pid or similar) and, with a random
+	// suffix, in its claims on schedules.
 	Replica string
 	// MaxJitter bounds the deterministic per-goal delay; 0 means 60 s, negative means none.
 	MaxJitter time.Duration
@@ -89,9 +52,6 @@ type Config struct {
 	MaxMissedRows int
 	// MaxSleep bounds one sleep of Run, a safety net for a lost notification; 0 means 5 min.
 	MaxSleep time.Duration
-	// TickRetention is how long tick rows are kept; 0 means 35 days (longer than a monthly
-	// report window). Step prunes at most every 10 minutes, 10,000 rows at a time.
-	TickRetention time.Duration
 	// TimeScale is how much faster than real time Now runs (an accelerated clock in
 	// process-level tests); Run divides its sleeps by it. 0 means 1.
 	TimeScale float64
@@ -104,13 +64,12 @@ type Scheduler struct {
 	st      *store.Store
 	now     func() time.Time
 	log     *slog.Logger
-	turns   TurnEnder
+	owner   string // this instance's name on the schedules it claims
 	runners sync.WaitGroup
 	specs   sync.Map // spec+"\x00"+tz -> Spec (parsing is pure; the cache is per instance)
 
-	mu        sync.Mutex
-	totals    Stats     // everything Step did since New, for metrics and the benchmark
-	lastPrune time.Time // when Step last pruned old ticks
+	mu     sync.Mutex
+	totals Stats // everything Step did since New, for metrics and the benchmark
 }
 
 // Totals returns what every Step of this Scheduler did so far.
@@ -132,7 +91,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.Now = cfg.Store.Now
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxJitter == 0 {
 		cfg.MaxJitter = 60 * time.Second
@@ -158,24 +117,8 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.TimeScale <= 0 {
 		cfg.TimeScale = 1
 	}
-	if cfg.TickRetention <= 0 {
-		cfg.TickRetention = 35 * 24 * time.Hour
-	}
-	if cfg.Peek == nil {
-		st := cfg.Store
-		cfg.Peek = func(ctx context.Context, goalID, agentID string, now time.Time) (quota.Decision, error) {
-			snap, err := store.ReadTickSnapshot(ctx, st.Pool(), goalID, agentID, now)
-			if err != nil {
-				return quota.Decision{}, err
-			}
-			return quota.Decide(snap, now), nil
-		}
-	}
-	turns := cfg.Turns
-	if turns == nil {
-		turns = cfg.Store
-	}
-	return &Scheduler{cfg: cfg, st: cfg.Store, now: cfg.Now, log: cfg.Logger.With("component", "scheduler"), turns: turns}, nil
+	owner := cfg.Replica + "/" + randomHex(6)
+	return &Scheduler{cfg: cfg, st: cfg.Store, now: cfg.Now, log: cfg.Logger.With("component", "scheduler"), owner: owner}, nil
 }
 
 // Stats counts what one Step did.
@@ -186,7 +129,7 @@ type Stats struct {
 	Missed    int
 	Started   int // turns handed to a runner
 	Reminders int
-	DBTime    time.Duration // time spent in claiming transactions
+	DBTime    time.Duration // time spent claiming, deciding and settling due schedules
 }
 
 func (a *Stats) add(b Stats) {
@@ -209,7 +152,7 @@ func (s *Scheduler) Step(ctx context.Context) (total Stats, err error) {
 		s.mu.Unlock()
 	}()
 	for {
-		n, err := s.st.ArmSchedules(ctx, s.cfg.Batch, s.plan)
+		n, err := s.arm(ctx)
 		if err != nil {
 			return total, fmt.Errorf("arm schedules: %w", err)
 		}
@@ -228,7 +171,6 @@ func (s *Scheduler) Step(ctx context.Context) (total Stats, err error) {
 			break
 		}
 	}
-	s.prune(ctx)
 	if s.cfg.Reminders != nil {
 		n, err := s.cfg.Reminders.Sweep(ctx, s.now())
 		total.Reminders += n
@@ -237,24 +179,6 @@ func (s *Scheduler) Step(ctx context.Context) (total Stats, err error) {
 		}
 	}
 	return total, nil
-}
-
-// prune deletes ticks older than the retention, at most every 10 minutes. A failure is
-// logged and retried next time: old rows are no reason to stop firing.
-func (s *Scheduler) prune(ctx context.Context) {
-	now := s.now()
-	s.mu.Lock()
-	due := now.Sub(s.lastPrune) >= 10*time.Minute
-	if due {
-		s.lastPrune = now
-	}
-	s.mu.Unlock()
-	if !due {
-		return
-	}
-	if _, err := s.st.PruneTicks(ctx, now.Add(-s.cfg.TickRetention), 10000); err != nil {
-		s.log.Warn("prune old ticks", "err", err)
-	}
 }
 
 func (s *Scheduler) spec(spec, tz string) (Spec, error) {
@@ -271,6 +195,21 @@ func (s *Scheduler) spec(spec, tz string) (Spec, error) {
 }
 
 func (s *Scheduler) jitter(goalID string) time.Duration { return Jitter(goalID, s.cfg.MaxJitter) }
+
+// arm computes the next fire of up to Batch schedules whose spec or state changed, in one
+// transaction, and returns how many it armed.
+func (s *Scheduler) arm(ctx context.Context) (int, error) {
+	n := 0
+	err := s.st.WithTx(ctx, func(tx *store.Tx) error {
+		list, err := store.SchedulesToArm(ctx, tx, s.now(), s.cfg.Batch)
+		if err != nil || len(list) == 0 {
+			return err
+		}
+		n = len(list)
+		return store.ArmSchedules(ctx, tx, s.plan(list))
+	})
+	return n, err
+}
 
 // plan computes the next fire of schedules whose spec or state changed. An overdue fire is
 // kept so that it still gets its tick (or its missed row); otherwise the next fire is the
@@ -301,39 +240,72 @@ func (s *Scheduler) plan(list []store.Schedule) []store.SchedulePlan {
 	return out
 }
 
-// fired is one schedule's work in a batch: its ticks, its advance, and the turn to start.
+// fired is one schedule's work in a batch: its decision, its ticks, and the turn to start.
 type fired struct {
 	sched    store.Schedule
 	fires    []time.Time // passed fire times, oldest first; the last one is acted on
 	decision quota.Decision
 	err      error
+	ticks    []store.Tick // missed fires, then the one acted on
 	job      *Job
 }
 
+// claimLease is how long a claimed batch of due schedules is this replica's to settle.
+// Deciding a batch takes well under a second; a replica that has not settled its claims by
+// then is presumed dead and another one fires them: the same fire times, replayed (should-run
+// answers the same turn instance), and only the replica whose claim is current when it
+// settles starts the turn. It is short of a minute, so a dead replica's every-minute
+// heartbeats are taken over before their next fire.
+const claimLease = 30 * time.Second
+
+// fireDue fires one batch of due schedules. It claims them (one statement), asks should-run
+// for the heartbeats with no transaction open (each should-run is a transaction of its own),
+// then settles them in one transaction: the schedules move on, their tick rows and report
+// digests are written, and the turns to start are known once it commits. No transaction
+// ever waits for another pool connection.
 func (s *Scheduler) fireDue(ctx context.Context) (Stats, error) {
 	var st Stats
-	var jobs []Job
 	start := time.Now()
+	defer func() { st.DBTime = time.Since(start) }()
 	now := s.now()
-	n, err := s.st.ProcessDueSchedules(ctx, now, s.cfg.Batch, func(tx pgx.Tx, due []store.Schedule) error {
-		work := make([]*fired, len(due))
-		for i, sc := range due {
-			work[i] = &fired{sched: sc, fires: s.passedFires(sc, now)}
-		}
-		if err := s.decide(ctx, work); err != nil {
+	due, err := s.st.ClaimDueSchedules(ctx, now, s.cfg.Batch, claimLease, s.owner)
+	if err != nil {
+		return st, fmt.Errorf("fire due schedules: %w", err)
+	}
+	if len(due) == 0 {
+		return st, nil
+	}
+	work := make([]*fired, len(due))
+	for i, sc := range due {
+		work[i] = &fired{sched: sc, fires: s.passedFires(sc, now)}
+	}
+	if err := s.decide(ctx, work); err != nil {
+		return st, fmt.Errorf("fire due schedules: %w", err)
+	}
+	decided := s.now() // ticks record when their decision was known, for lateness
+	adv := make([]store.ScheduleAdvance, len(work))
+	for i, w := range work {
+		adv[i] = s.settle(now, decided, w)
+	}
+	var jobs []Job
+	err = s.st.WithTx(ctx, func(tx *store.Tx) error {
+		jobs = jobs[:0]
+		owned, err := store.SettleSchedules(ctx, tx, s.owner, adv)
+		if err != nil {
 			return err
 		}
-		decided := s.now() // ticks record when their decision was known, for lateness
 		var ticks []store.Tick
-		var adv []store.ScheduleAdvance
-		jobs = jobs[:0]
 		for _, w := range work {
-			t, a, err := s.settle(ctx, tx, now, decided, w)
-			if err != nil {
-				return err
+			if !owned[w.sched.ID] {
+				// The claim lapsed and another replica fires this schedule now.
+				continue
 			}
-			ticks = append(ticks, t...)
-			adv = append(adv, a)
+			if w.sched.Kind == store.ScheduleReport {
+				if err := s.settleReport(ctx, tx, w, &w.ticks[len(w.ticks)-1]); err != nil {
+					return err
+				}
+			}
+			ticks = append(ticks, w.ticks...)
 			if w.job != nil {
 				jobs = append(jobs, *w.job)
 			}
@@ -342,14 +314,11 @@ func (s *Scheduler) fireDue(ctx context.Context) (Stats, error) {
 		if err != nil {
 			return err
 		}
-		st.Ticks = int(inserted)
+		st.Ticks, st.Missed = int(inserted), 0
 		for _, t := range ticks {
 			if t.Outcome == store.TickMissed {
 				st.Missed++
 			}
-		}
-		if err := store.AdvanceSchedules(ctx, tx, adv); err != nil {
-			return err
 		}
 		if len(jobs) == 0 {
 			// Nothing starts after this commit: were it lost in a database crash, the fires
@@ -359,11 +328,10 @@ func (s *Scheduler) fireDue(ctx context.Context) (Stats, error) {
 		}
 		return nil
 	})
-	st.DBTime = time.Since(start)
 	if err != nil {
 		return st, fmt.Errorf("fire due schedules: %w", err)
 	}
-	st.Schedules = n
+	st.Schedules = len(due)
 	for _, j := range jobs {
 		s.start(ctx, j)
 		st.Started++
@@ -392,11 +360,11 @@ func (s *Scheduler) passedFires(sc store.Schedule, now time.Time) []time.Time {
 	return fires
 }
 
-// decide asks should-run for every heartbeat in the batch, Workers at a time. For exec and
-// webhook runners the calls run in their own transactions (the quota service's, which opens
-// the turn); the batch transaction only holds the schedule rows. The turn instance id is
-// derived from the schedule and fire time, so a batch retried by another replica replays the
-// same answer and the same turn. Poll runners get a read-only answer (Peek).
+// decide asks should-run for every heartbeat in the batch, Workers at a time, with no
+// transaction open. For exec and webhook runners each call is a transaction of its own (the
+// quota service's, which opens the turn). The turn instance id is derived from the schedule
+// and fire time, so a batch fired again by another replica (a lapsed claim) replays the same
+// answer and the same turn. Poll runners get a read-only answer.
 func (s *Scheduler) decide(ctx context.Context, work []*fired) error {
 	sem := make(chan struct{}, s.cfg.Workers)
 	var wg sync.WaitGroup
@@ -412,7 +380,7 @@ func (s *Scheduler) decide(ctx context.Context, work []*fired) error {
 			fire := w.fires[len(w.fires)-1]
 			_, begin := s.cfg.Runners[w.sched.Runner]
 			if !begin {
-				w.decision, w.err = s.cfg.Peek(ctx, w.sched.GoalID, w.sched.AgentID, s.now())
+				w.decision, w.err = s.peek(ctx, w.sched.GoalID, w.sched.AgentID)
 				return
 			}
 			w.decision, w.err = s.cfg.Decider.ShouldRun(ctx, quota.ShouldRunParams{
@@ -432,19 +400,31 @@ func (s *Scheduler) decide(ctx context.Context, work []*fired) error {
 	return nil
 }
 
+// peek answers should-run without recording anything (no ledger row, no hint step, no
+// turn): the host of a poll agent asks should-run itself.
+func (s *Scheduler) peek(ctx context.Context, goalID, agentID string) (quota.Decision, error) {
+	now := s.now()
+	snap, err := s.st.ReadTickSnapshot(ctx, goalID, agentID, now)
+	if err != nil {
+		return quota.Decision{}, err
+	}
+	return quota.Decide(snap, now), nil
+}
+
 // TurnInstanceID names the turn a heartbeat fire opens: the same schedule and fire time
 // always give the same id, so should-run replays instead of opening a second turn.
 func TurnInstanceID(scheduleID int64, fire time.Time) string {
 	return "tick-" + strconv.FormatInt(scheduleID, 10) + "-" + strconv.FormatInt(fire.Unix(), 10)
 }
 
-// settle turns one schedule's work into tick rows and its advance.
-func (s *Scheduler) settle(ctx context.Context, tx pgx.Tx, now, decided time.Time, w *fired) ([]store.Tick, store.ScheduleAdvance, error) {
+// settle turns one schedule's work into its tick rows (w.ticks) and its advance. A report's
+// last tick gets its outcome once its digest is written (settleReport).
+func (s *Scheduler) settle(now, decided time.Time, w *fired) store.ScheduleAdvance {
 	sc := w.sched
 	j := s.jitter(sc.GoalID)
 	spec, specErr := s.spec(sc.Spec, sc.TZ)
 	last := w.fires[len(w.fires)-1]
-	var ticks []store.Tick
+	w.ticks = w.ticks[:0]
 	for i, f := range w.fires[:len(w.fires)-1] {
 		t := store.Tick{ScheduleID: sc.ID, GoalID: sc.GoalID, AgentID: sc.AgentID, Kind: sc.Kind,
 			FireAt: f, RunAt: f.Add(j), Outcome: store.TickMissed, Reason: "downtime",
@@ -453,21 +433,14 @@ func (s *Scheduler) settle(ctx context.Context, tx pgx.Tx, now, decided time.Tim
 			// The fires between this one and the next row were summed (MaxMissedRows).
 			t.Decision, _ = json.Marshal(map[string]any{"missed_through": w.fires[i+1], "summarised": true})
 		}
-		ticks = append(ticks, t)
+		w.ticks = append(w.ticks, t)
 	}
 	tick := store.Tick{ScheduleID: sc.ID, GoalID: sc.GoalID, AgentID: sc.AgentID, Kind: sc.Kind,
 		FireAt: last, RunAt: last.Add(j), CatchUp: len(w.fires) > 1, Replica: s.cfg.Replica, DecidedAt: decided}
 	adv := store.ScheduleAdvance{ID: sc.ID, LastFireAt: last}
-
 	var hint time.Duration
-	switch sc.Kind {
-	case store.ScheduleHeartbeat:
-		h, hold := s.settleHeartbeat(w, &tick)
-		hint, adv.Hold = h, hold
-	case store.ScheduleReport:
-		if err := s.settleReport(ctx, tx, w, &tick); err != nil {
-			return nil, adv, err
-		}
+	if sc.Kind == store.ScheduleHeartbeat {
+		hint, adv.Hold = s.settleHeartbeat(w, &tick)
 	}
 	if !adv.Hold && specErr == nil {
 		next := spec.Next(last)
@@ -482,7 +455,8 @@ func (s *Scheduler) settle(ctx context.Context, tx pgx.Tx, now, decided time.Tim
 		}
 	}
 	tick.NextFireAt = adv.NextFireAt
-	return append(ticks, tick), adv, nil
+	w.ticks = append(w.ticks, tick)
+	return adv
 }
 
 // settleHeartbeat fills the tick from the should-run answer and returns the hint interval to
@@ -502,7 +476,7 @@ func (s *Scheduler) settleHeartbeat(w *fired, tick *store.Tick) (time.Duration, 
 	case d.Decision == "run" && d.Turn != nil && woken:
 		tick.Outcome, tick.TurnID = store.TickRan, d.Turn.ID
 		tick.Reason = d.EffectiveAction
-		w.job = &Job{Goal: sc, Turn: *d.Turn, Decision: d}
+		w.job = &Job{Schedule: sc, Turn: *d.Turn, Decision: d}
 	case d.Decision == "run":
 		// Poll: the host asks should-run itself and runs the turn; the tick records the answer.
 		tick.Outcome, tick.Reason = store.TickRan, "host_polls"
@@ -518,7 +492,9 @@ func (s *Scheduler) settleHeartbeat(w *fired, tick *store.Tick) (time.Duration, 
 	return time.Duration(d.SchedulerHint.IntervalMinutes) * time.Minute, false
 }
 
-func (s *Scheduler) settleReport(ctx context.Context, tx pgx.Tx, w *fired, tick *store.Tick) error {
+// settleReport writes the digest a report fire is due (in the settling transaction) and
+// fills its tick's outcome.
+func (s *Scheduler) settleReport(ctx context.Context, tx *store.Tx, w *fired, tick *store.Tick) error {
 	sc := w.sched
 	switch {
 	case s.cfg.Digests == nil:
@@ -535,45 +511,3 @@ func (s *Scheduler) settleReport(ctx context.Context, tx pgx.Tx, w *fired, tick 
 	tick.Outcome, tick.Reason = store.TickRan, res.Reason
 	return nil
 }
-
-// start hands a job to its runner in a goroutine the Scheduler owns (Wait, Run).
-func (s *Scheduler) start(ctx context.Context, job Job) {
-	r := s.cfg.Runners[job.Goal.Runner]
-	s.runners.Add(1)
-	go func() {
-		defer s.runners.Done()
-		res := r.Run(ctx, job)
-		if ctx.Err() != nil && res.State != store.TurnOK {
-			res.State, res.Outcome = store.TurnFailed, "interrupted: the scheduler stopped"
-		}
-		if res.State == "" {
-			res.State = store.TurnFailed
-		}
-		// The turn must end even while shutting down, so its lease does not hold the agent.
-		endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_, err := s.turns.EndTurn(endCtx, store.EndTurnParams{
-			GoalID: job.Turn.GoalID, AgentID: job.Turn.AgentID, InstanceID: job.Turn.InstanceID,
-			State: res.State, Outcome: res.Outcome, LogTail: res.LogTail,
-			Meta: store.Meta{Actor: "scheduler", Surface: "scheduler"},
-		})
-		switch {
-		case errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrRefused):
-			// The agent settled the turn itself (spend-slot); keep its output anyway.
-			if err := s.turns.RecordTurnLog(endCtx, job.Turn.ID, res.LogTail); err != nil {
-				s.log.Error("record turn log", "goal_id", job.Turn.GoalID, "turn_id", job.Turn.ID, "err", err)
-			}
-		case err != nil:
-			s.log.Error("end turn", "goal_id", job.Turn.GoalID, "agent_id", job.Turn.AgentID, "turn_id", job.Turn.ID, "err", err)
-		}
-		// The per-turn token died with the turn; drop its row.
-		if err := s.st.RevokeTurnTokens(endCtx, job.Turn.ID); err != nil {
-			s.log.Warn("revoke turn tokens", "turn_id", job.Turn.ID, "err", err)
-		}
-		s.log.Info("turn ended", "goal_id", job.Turn.GoalID, "agent_id", job.Turn.AgentID, "turn_id", job.Turn.ID,
-			"state", res.State, "outcome", res.Outcome)
-	}()
-}
-
-// Wait blocks until every turn this Scheduler started has ended.
-func (s *Scheduler) Wait() { s.runners.Wait() }

@@ -57,7 +57,7 @@ func (s *Store) RegisterAgent(ctx context.Context, p RegisterAgentParams) (Regis
 	if len(cfg) == 0 {
 		cfg = json.RawMessage(`{}`)
 	}
-	return run(ctx, s, "agent.register", p.Meta, p, func(tx pgx.Tx, now time.Time) (RegisteredAgent, Audit, error) {
+	return Do(ctx, s, "agent.register", p.Meta, p, func(tx *Tx, now time.Time) (RegisteredAgent, Audit, error) {
 		if _, err := getGoal(ctx, tx, p.GoalID, true); err != nil {
 			return RegisteredAgent{}, Audit{}, err
 		}
@@ -98,7 +98,7 @@ func (s *Store) RotateAgentToken(ctx context.Context, p AgentRef) (RegisteredAge
 	if err := checkID("agent_id", p.AgentID); err != nil {
 		return RegisteredAgent{}, err
 	}
-	return run(ctx, s, "agent.rotate_token", p.Meta, p, func(tx pgx.Tx, now time.Time) (RegisteredAgent, Audit, error) {
+	return Do(ctx, s, "agent.rotate_token", p.Meta, p, func(tx *Tx, now time.Time) (RegisteredAgent, Audit, error) {
 		token := newToken()
 		a, err := scanAgent(tx.QueryRow(ctx, `
 			UPDATE agent SET token_hash = $3 WHERE goal_id = $1 AND id = $2 RETURNING `+agentCols,
@@ -121,7 +121,7 @@ func (s *Store) GetAgent(ctx context.Context, goalID, agentID string) (Agent, er
 	if err := checkID("agent_id", agentID); err != nil {
 		return Agent{}, err
 	}
-	return getAgent(ctx, s.pool, goalID, agentID)
+	return getAgent(ctx, s.DB(), goalID, agentID)
 }
 
 func getAgent(ctx context.Context, db DB, goalID, agentID string) (Agent, error) {
@@ -140,7 +140,7 @@ func (s *Store) ListAgents(ctx context.Context, goalID string) ([]Agent, error) 
 	if err := checkID("goal_id", goalID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+agentCols+` FROM agent WHERE goal_id = $1 ORDER BY id`, goalID)
+	rows, err := s.DB().Query(ctx, `SELECT `+agentCols+` FROM agent WHERE goal_id = $1 ORDER BY id`, goalID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", mapErr(err))
 	}
@@ -161,7 +161,7 @@ func (s *Store) AgentByToken(ctx context.Context, token string) (Agent, error) {
 
 // AgentByTokenHash finds the agent whose stored token hash is hash.
 func (s *Store) AgentByTokenHash(ctx context.Context, hash []byte) (Agent, error) {
-	a, err := scanAgent(s.pool.QueryRow(ctx, `SELECT `+agentCols+` FROM agent WHERE token_hash = $1`, hash))
+	a, err := scanAgent(s.DB().QueryRow(ctx, `SELECT `+agentCols+` FROM agent WHERE token_hash = $1`, hash))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Agent{}, Errorf(ErrNotFound, "token", "no agent has this token")
 	}

@@ -9,49 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-type txKey struct{}
-
-// InTx runs fn in one transaction and passes it a context that carries the transaction, so
-// every store operation fn calls with that context (anything built on WithTx) joins it under a
-// savepoint. The chat entry points use it to make "record the event id, do the operation,
-// write audit and outbox rows" one commit. When ctx already carries a transaction, InTx joins
-// it the same way.
-func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	return s.WithTx(ctx, func(tx pgx.Tx) error {
-		return fn(context.WithValue(ctx, txKey{}, tx), tx)
-	})
-}
-
-// Conn returns the transaction ctx carries (see InTx), or the pool. Reads that must see the
-// caller's uncommitted writes, or must not take a second connection while a transaction is
-// open, use it.
-func (s *Store) Conn(ctx context.Context) DB {
-	if tx := txFrom(ctx); tx != nil {
-		return tx
-	}
-	return s.pool
-}
-
-func txFrom(ctx context.Context) pgx.Tx {
-	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
-	return tx
-}
-
-func withSavepoint(ctx context.Context, outer pgx.Tx, fn func(tx pgx.Tx) error) error {
-	sp, err := outer.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin savepoint: %w", mapErr(err))
-	}
-	defer rollback(ctx, sp)
-	if err := fn(sp); err != nil {
-		return err
-	}
-	if err := sp.Commit(ctx); err != nil {
-		return fmt.Errorf("release savepoint: %w", mapErr(err))
-	}
-	return nil
-}
-
 // ChatLang returns the language set for a chat with /lang, or "" when none is set.
 func ChatLang(ctx context.Context, db DB, chatID string) (string, error) {
 	var lang string

@@ -1,11 +1,9 @@
 package store_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"loopx/store"
@@ -14,16 +12,16 @@ import (
 
 var sys = store.Meta{Actor: "admin", Surface: "system"}
 
-// InTx makes kernel operations join one transaction: all commit together or none do, and a
-// failed operation inside undoes only its own part.
-func TestInTxJoinsKernelOperations(t *testing.T) {
+// A Store joined to a transaction (In) makes kernel operations join it: all commit together
+// or none do, and a failed operation inside undoes only its own part.
+func TestInJoinsKernelOperations(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t, store.Options{})
 	ctx := t.Context()
 
 	boom := errors.New("boom")
-	err := st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "rolled-back", Owners: []string{"ou_a"}, Meta: sys})
+	err := st.WithTx(ctx, func(tx *store.Tx) error {
+		_, err := st.In(tx).CreateGoal(ctx, store.CreateGoalParams{ID: "rolled-back", Owners: []string{"ou_a"}, Meta: sys})
 		require.NoError(t, err)
 		return boom
 	})
@@ -33,22 +31,22 @@ func TestInTxJoinsKernelOperations(t *testing.T) {
 
 	_, err = st.CreateGoal(ctx, store.CreateGoalParams{ID: "exists", Owners: []string{"ou_a"}, Meta: sys})
 	require.NoError(t, err)
-	err = st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "exists", Owners: []string{"ou_a"}, Meta: sys})
+	err = st.WithTx(ctx, func(tx *store.Tx) error {
+		_, err := st.In(tx).CreateGoal(ctx, store.CreateGoalParams{ID: "exists", Owners: []string{"ou_a"}, Meta: sys})
 		require.ErrorIs(t, err, store.ErrConflict) // a failed statement, undone by its savepoint
 		fresh, err := store.RecordLarkEvent(ctx, tx, "ev-1", "test")
 		require.NoError(t, err, "the outer transaction is still usable")
 		require.True(t, fresh)
-		_, err = st.CreateGoal(ctx, store.CreateGoalParams{ID: "second", Owners: []string{"ou_a"}, Meta: sys})
+		_, err = st.In(tx).CreateGoal(ctx, store.CreateGoalParams{ID: "second", Owners: []string{"ou_a"}, Meta: sys})
 		return err
 	})
 	require.NoError(t, err)
 	_, err = st.GetGoal(ctx, "second")
 	require.NoError(t, err)
-	fresh, err := store.RecordLarkEvent(ctx, st.Pool(), "ev-1", "test")
+	fresh, err := store.RecordLarkEvent(ctx, st.DB(), "ev-1", "test")
 	require.NoError(t, err)
 	require.False(t, fresh, "a repeated event id is reported")
-	_, err = store.RecordLarkEvent(ctx, st.Pool(), "", "test")
+	_, err = store.RecordLarkEvent(ctx, st.DB(), "", "test")
 	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
@@ -57,21 +55,21 @@ func TestOutboxInsertDedupesAndValidates(t *testing.T) {
 	st := storetest.New(t, store.Options{})
 	ctx := t.Context()
 	in := store.OutboxInsert{DedupeKey: "k1", Kind: "text", ReceiveID: "oc_1", Content: "hi", GoalID: "g"}
-	id1, created, err := store.InsertOutbox(ctx, st.Pool(), in)
+	id1, created, err := store.InsertOutbox(ctx, st.DB(), in)
 	require.NoError(t, err)
 	require.True(t, created)
-	id2, created, err := store.InsertOutbox(ctx, st.Pool(), in)
+	id2, created, err := store.InsertOutbox(ctx, st.DB(), in)
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, id1, id2)
 	// Without a key every insert is a row; each gets its own Lark uuid (at most 50 chars).
-	a, _, err := store.InsertOutbox(ctx, st.Pool(), store.OutboxInsert{Kind: "text", ReceiveID: "oc_1", Content: "x"})
+	a, _, err := store.InsertOutbox(ctx, st.DB(), store.OutboxInsert{Kind: "text", ReceiveID: "oc_1", Content: "x"})
 	require.NoError(t, err)
-	b, _, err := store.InsertOutbox(ctx, st.Pool(), store.OutboxInsert{Kind: "text", ReceiveID: "oc_1", Content: "x"})
+	b, _, err := store.InsertOutbox(ctx, st.DB(), store.OutboxInsert{Kind: "text", ReceiveID: "oc_1", Content: "x"})
 	require.NoError(t, err)
-	ra, err := store.GetOutbox(ctx, st.Pool(), a)
+	ra, err := store.GetOutbox(ctx, st.DB(), a)
 	require.NoError(t, err)
-	rb, err := store.GetOutbox(ctx, st.Pool(), b)
+	rb, err := store.GetOutbox(ctx, st.DB(), b)
 	require.NoError(t, err)
 	require.NotEqual(t, ra.UUID, rb.UUID)
 	require.LessOrEqual(t, len(ra.UUID), 50)
@@ -83,21 +81,21 @@ func TestOutboxInsertDedupesAndValidates(t *testing.T) {
 		"update_of":      {Kind: "card_update", ReceiveID: "oc_1", Content: "{}"},
 		"target_message": {Kind: "reaction", ReceiveID: "oc_1", Content: "OK"},
 	} {
-		_, _, err := store.InsertOutbox(ctx, st.Pool(), bad)
+		_, _, err := store.InsertOutbox(ctx, st.DB(), bad)
 		var se *store.Error
 		require.ErrorAs(t, err, &se, field)
 		require.Equal(t, field, se.Field)
 	}
-	rows, err := store.OutboxAfter(ctx, st.Pool(), 0, 0)
+	rows, err := store.OutboxAfter(ctx, st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 3, "bad input wrote nothing")
 
 	require.NoError(t, st.MarkOutboxSent(ctx, id1, "om_sent"))
-	got, err := store.OutboxByLarkMessage(ctx, st.Pool(), "om_sent")
+	got, err := store.OutboxByLarkMessage(ctx, st.DB(), "om_sent")
 	require.NoError(t, err)
 	require.Equal(t, id1, got.ID)
 	require.Equal(t, "g", got.GoalID)
-	_, err = store.OutboxByLarkMessage(ctx, st.Pool(), "om_unknown")
+	_, err = store.OutboxByLarkMessage(ctx, st.DB(), "om_unknown")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -109,30 +107,30 @@ func TestBindingsAndChatSettings(t *testing.T) {
 		_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: id, Owners: []string{"ou_a"}, Meta: sys})
 		require.NoError(t, err)
 	}
-	require.NoError(t, store.Bind(ctx, st.Pool(), store.Binding{ChatID: "oc", GoalID: "a", CreatedBy: "ou_a"}))
-	require.NoError(t, store.Bind(ctx, st.Pool(), store.Binding{ChatID: "oc", GoalID: "a", AgentID: "x", CreatedBy: "ou_a"}))
-	require.NoError(t, store.Bind(ctx, st.Pool(), store.Binding{ChatID: "oc", ThreadRoot: "om_t", GoalID: "b", CreatedBy: "ou_a"}))
-	bs, err := store.ChatBindings(ctx, st.Pool(), "oc")
+	require.NoError(t, store.Bind(ctx, st.DB(), store.Binding{ChatID: "oc", GoalID: "a", CreatedBy: "ou_a"}))
+	require.NoError(t, store.Bind(ctx, st.DB(), store.Binding{ChatID: "oc", GoalID: "a", AgentID: "x", CreatedBy: "ou_a"}))
+	require.NoError(t, store.Bind(ctx, st.DB(), store.Binding{ChatID: "oc", ThreadRoot: "om_t", GoalID: "b", CreatedBy: "ou_a"}))
+	bs, err := store.ChatBindings(ctx, st.DB(), "oc")
 	require.NoError(t, err)
 	require.Len(t, bs, 2)
 	require.Equal(t, "x", bs[0].AgentID, "binding again replaces the agent")
-	gb, err := store.GoalBindings(ctx, st.Pool(), "b")
+	gb, err := store.GoalBindings(ctx, st.DB(), "b")
 	require.NoError(t, err)
 	require.Len(t, gb, 1)
 	require.Equal(t, "om_t", gb[0].ThreadRoot)
-	removed, err := store.Unbind(ctx, st.Pool(), "oc", "", "")
+	removed, err := store.Unbind(ctx, st.DB(), "oc", "", "")
 	require.NoError(t, err)
 	require.Len(t, removed, 1, "only the whole-chat level")
-	require.Error(t, store.Bind(ctx, st.Pool(), store.Binding{ChatID: "oc", GoalID: "nope", CreatedBy: "ou_a"}))
+	require.Error(t, store.Bind(ctx, st.DB(), store.Binding{ChatID: "oc", GoalID: "nope", CreatedBy: "ou_a"}))
 
-	l, err := store.ChatLang(ctx, st.Pool(), "oc")
+	l, err := store.ChatLang(ctx, st.DB(), "oc")
 	require.NoError(t, err)
 	require.Empty(t, l)
-	require.NoError(t, store.SetChatLang(ctx, st.Pool(), "oc", "zh", "ou_a"))
-	l, err = store.ChatLang(ctx, st.Pool(), "oc")
+	require.NoError(t, store.SetChatLang(ctx, st.DB(), "oc", "zh", "ou_a"))
+	l, err = store.ChatLang(ctx, st.DB(), "oc")
 	require.NoError(t, err)
 	require.Equal(t, "zh", l)
-	err = store.SetChatLang(ctx, st.Pool(), "oc", "fr", "ou_a")
+	err = store.SetChatLang(ctx, st.DB(), "oc", "fr", "ou_a")
 	var se *store.Error
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "lang", se.Field)

@@ -45,7 +45,8 @@ func Errorf(kind error, field, format string, args ...any) error {
 	return &Error{Kind: kind, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// mapErr turns driver errors into sentinels so callers never import pgx to check them.
+// mapErr turns driver errors into sentinels so callers never import pgx to check them. The
+// answer names the input at fault in the caller's words, never a constraint's name.
 func mapErr(err error) error {
 	if err == nil {
 		return nil
@@ -57,14 +58,60 @@ func mapErr(err error) error {
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "23505": // unique_violation
-			return &Error{Kind: ErrConflict, Msg: "already exists (" + pe.ConstraintName + ")"}
+			field, msg := uniqueAnswer(pe.ConstraintName)
+			return &Error{Kind: ErrConflict, Field: field, Msg: msg}
 		case "23503": // foreign_key_violation
-			return &Error{Kind: ErrNotFound, Msg: "refers to a missing row (" + pe.ConstraintName + ")"}
-		case "23514", "22001", "22P02", "23502": // check, too long, bad text repr, not null
+			field, msg := missingAnswer(pe.ConstraintName)
+			return &Error{Kind: ErrNotFound, Field: field, Msg: msg}
+		case "23514", "22001", "22P02", "23502", "22021": // check, too long, bad text repr, not null, bad encoding
 			return &Error{Kind: ErrInvalid, Msg: pe.Message}
 		case "40001", "40P01": // serialization failure, deadlock
 			return &Error{Kind: ErrConflict, Msg: "concurrent update, retry"}
 		}
 	}
 	return err
+}
+
+// uniqueAnswer says, for a unique constraint a caller can run into, which input repeats what
+// already exists.
+func uniqueAnswer(constraint string) (field, msg string) {
+	switch constraint {
+	case "goal_pkey":
+		return "goal_id", "a goal with this id already exists"
+	case "agent_pkey":
+		return "agent_id", "an agent with this id is already registered on the goal"
+	case "agent_one_default":
+		return "is_default", "the goal already has a default agent"
+	case "turn_goal_id_agent_id_instance_id_key":
+		return "turn_instance_id", "this turn instance id was already used"
+	case "turn_one_live":
+		return "agent_id", "the agent already has a live turn"
+	case "quota_ledger_one_spend":
+		return "turn_instance_id", "a slot was already spent for this turn"
+	case "receipt_pkey":
+		return "idempotency_key", "a call with this key was already made; retry it with the same request"
+	case "inbox_item_source":
+		return "message_id", "this message is already in the agent's inbox"
+	case "binding_pkey":
+		return "chat_id", "this chat is already bound to the goal"
+	case "gate_one_open_stall":
+		return "kind", "the goal already has an open stall gate"
+	}
+	return "", "already exists"
+}
+
+// missingAnswer says, for a foreign key a caller can run into, which input names nothing.
+func missingAnswer(constraint string) (field, msg string) {
+	switch constraint {
+	case "agent_goal_id_fkey", "todo_goal_id_fkey", "gate_goal_id_fkey", "evidence_goal_id_fkey", "binding_goal_id_fkey":
+		return "goal_id", "no such goal"
+	case "turn_goal_id_agent_id_fkey", "inbox_item_goal_id_agent_id_fkey", "hint_state_goal_id_agent_id_fkey",
+		"turn_token_goal_id_agent_id_fkey":
+		return "agent_id", "no such agent on this goal"
+	case "gate_todo_id_fkey", "evidence_todo_id_fkey", "turn_todo_id_fkey":
+		return "todo_id", "no such todo"
+	case "evidence_turn_id_fkey":
+		return "turn_id", "no such turn"
+	}
+	return "", "refers to something that does not exist"
 }

@@ -37,7 +37,7 @@ func (s *Store) AddEvidence(ctx context.Context, p AddEvidenceParams) (Evidence,
 	if err := checkText("ref", p.Ref, 2000, false); err != nil {
 		return Evidence{}, err
 	}
-	return run(ctx, s, "evidence.add", p.Meta, p, func(tx pgx.Tx, now time.Time) (Evidence, Audit, error) {
+	return Do(ctx, s, "evidence.add", p.Meta, p, func(tx *Tx, now time.Time) (Evidence, Audit, error) {
 		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
 			return Evidence{}, Audit{}, err
 		}
@@ -95,7 +95,7 @@ func (s *Store) ListEvidence(ctx context.Context, p ListEvidenceParams) ([]Evide
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.DB().Query(ctx, `
 		SELECT `+evidenceCols+` FROM evidence
 		WHERE goal_id = $1 AND ($2 = 0 OR todo_id = $2) AND ($3 = '' OR agent_id = $3) AND id > $4
 		ORDER BY id LIMIT $5`, p.GoalID, p.TodoID, p.AgentID, p.AfterID, limit)

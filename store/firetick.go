@@ -91,7 +91,7 @@ func (s *Store) TicksByGoal(ctx context.Context, p TicksParams) ([]Tick, error) 
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+tickCols+` FROM tick
+	rows, err := s.DB().Query(ctx, `SELECT `+tickCols+` FROM tick
 		WHERE goal_id = $1 AND ($2::timestamptz IS NULL OR fire_at >= $2)
 		  AND ($3::timestamptz IS NULL OR fire_at < $3) AND ($4 = '' OR outcome = $4)
 		ORDER BY fire_at DESC, id DESC LIMIT $5`,
@@ -166,7 +166,7 @@ func (s *Store) GoalTickStatus(ctx context.Context, goalID string, now time.Time
 	if st.Schedules, err = s.ScheduleByGoal(ctx, goalID); err != nil {
 		return st, err
 	}
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM tick
+	if err := s.DB().QueryRow(ctx, `SELECT count(*) FROM tick
 		WHERE goal_id = $1 AND outcome = 'missed' AND fire_at >= $2`, goalID, now.Add(-24*time.Hour)).Scan(&st.Missed24h); err != nil {
 		return st, fmt.Errorf("count missed ticks: %w", mapErr(err))
 	}
@@ -191,7 +191,7 @@ func (s *Store) GoalTickStatus(ctx context.Context, goalID string, now time.Time
 // how many it deleted. Digests read ticks of their window only, so a retention longer than
 // the longest report window loses nothing they show.
 func (s *Store) PruneTicks(ctx context.Context, before time.Time, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM tick WHERE id IN (
+	tag, err := s.DB().Exec(ctx, `DELETE FROM tick WHERE id IN (
 		SELECT id FROM tick WHERE fire_at < $1 ORDER BY fire_at LIMIT $2)`, before, limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune ticks: %w", mapErr(err))

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -58,9 +59,15 @@ func (s *Store) AskGate(ctx context.Context, p AskGateParams) (Gate, error) {
 	if err := checkAskGate(p); err != nil {
 		return Gate{}, err
 	}
-	return run(ctx, s, "gate.ask", p.Meta, p, func(tx pgx.Tx, now time.Time) (Gate, Audit, error) {
-		g, err := AskGateTx(ctx, tx, p, now)
+	if p.Kind == GateKindStall {
+		return Gate{}, Errorf(ErrInvalid, "kind", "stall gates are opened by should-run's stall guard, not asked")
+	}
+	return Do(ctx, s, "gate.ask", p.Meta, p, func(tx *Tx, now time.Time) (Gate, Audit, error) {
+		g, err := insertGate(ctx, tx, p, now)
 		if err != nil {
+			return Gate{}, Audit{}, err
+		}
+		if err := gateNotice(ctx, tx, p.Notice, g); err != nil {
 			return Gate{}, Audit{}, err
 		}
 		return g, Audit{GoalID: g.GoalID, Target: gateTarget(g.ID), Detail: auditDetail(map[string]any{
@@ -69,12 +76,48 @@ func (s *Store) AskGate(ctx context.Context, p AskGateParams) (Gate, error) {
 	})
 }
 
-// AskGateTx opens a gate inside the caller's transaction (the should-run stall guard uses it).
-// It validates p like AskGate but writes no audit row or receipt.
-func AskGateTx(ctx context.Context, tx DB, p AskGateParams, now time.Time) (Gate, error) {
-	if err := checkAskGate(p); err != nil {
-		return Gate{}, err
+// StallGateParams opens the stall guard's gate of a goal.
+type StallGateParams struct {
+	GoalID   string
+	AgentID  string // the agent whose turns stalled
+	Question string
+	Notice   NoticeFunc // the gate card; runs only when this call opened the gate
+}
+
+// OpenStallGate opens the goal's stall gate inside the caller's transaction, or returns the one
+// already open with opened=false. The database allows one open stall gate per goal (index
+// gate_one_open_stall): of concurrent callers one opens it and announces it, the others wait
+// for its commit and then answer with that gate.
+func OpenStallGate(ctx context.Context, tx DB, p StallGateParams, now time.Time) (g Gate, opened bool, err error) {
+	ask := AskGateParams{GoalID: p.GoalID, AgentID: p.AgentID, Kind: GateKindStall, Question: p.Question,
+		Options: []string{StallContinue, StallPause}}
+	if err := checkAskGate(ask); err != nil {
+		return Gate{}, false, err
 	}
+	g, err = scanGate(tx.QueryRow(ctx, `
+		INSERT INTO gate (goal_id, agent_id, kind, question, options, next_reminder_at, created_at)
+		VALUES ($1, $2, 'stall', $3, $4, $5, $6)
+		ON CONFLICT (goal_id) WHERE kind = 'stall' AND status = 'open' DO NOTHING
+		RETURNING `+gateCols, p.GoalID, p.AgentID, p.Question, ask.Options, now.Add(firstReminder), now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		g, err = scanGate(tx.QueryRow(ctx, `SELECT `+gateCols+` FROM gate
+			WHERE goal_id = $1 AND kind = 'stall' AND status = 'open'`, p.GoalID))
+		if err != nil {
+			return Gate{}, false, fmt.Errorf("read open stall gate: %w", mapErr(err))
+		}
+		return g, false, nil
+	}
+	if err != nil {
+		return Gate{}, false, fmt.Errorf("insert stall gate: %w", mapErr(err))
+	}
+	if err := gateNotice(ctx, tx, p.Notice, g); err != nil {
+		return Gate{}, false, err
+	}
+	return g, true, nil
+}
+
+// insertGate writes a question gate and blocks its todo, in the caller's transaction.
+func insertGate(ctx context.Context, tx DB, p AskGateParams, now time.Time) (Gate, error) {
 	if _, err := getGoal(ctx, tx, p.GoalID, false); err != nil {
 		return Gate{}, err
 	}
@@ -113,17 +156,19 @@ func AskGateTx(ctx context.Context, tx DB, p AskGateParams, now time.Time) (Gate
 			return Gate{}, fmt.Errorf("block todo: %w", mapErr(err))
 		}
 	}
-	if err := gateNotice(ctx, tx, p.Notice, g); err != nil {
-		return Gate{}, err
-	}
 	return g, nil
 }
 
-func gateNotice(ctx context.Context, tx DB, notice func(Gate) ([]OutboxInsert, error), g Gate) error {
+// NoticeFunc renders the outbox rows announcing a gate change (a gate card, or its update).
+// It runs inside the operation's transaction and reads through db, the executor of that
+// transaction, so it never needs a connection of its own; it must not call the network.
+type NoticeFunc func(ctx context.Context, db DB, g Gate) ([]OutboxInsert, error)
+
+func gateNotice(ctx context.Context, tx DB, notice NoticeFunc, g Gate) error {
 	if notice == nil {
 		return nil
 	}
-	rows, err := notice(g)
+	rows, err := notice(ctx, tx, g)
 	if err != nil {
 		return fmt.Errorf("render gate notice: %w", err)
 	}
@@ -160,7 +205,7 @@ func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error
 	if p.CardVersion < 0 {
 		return Gate{}, Errorf(ErrInvalid, "card_version", "must not be negative")
 	}
-	return run(ctx, s, "gate.answer", p.Meta, p, func(tx pgx.Tx, now time.Time) (Gate, Audit, error) {
+	return Do(ctx, s, "gate.answer", p.Meta, p, func(tx *Tx, now time.Time) (Gate, Audit, error) {
 		goal, err := getGoal(ctx, tx, p.GoalID, false)
 		if err != nil {
 			return Gate{}, Audit{}, err
@@ -169,7 +214,11 @@ func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error
 		if err != nil {
 			return Gate{}, Audit{}, err
 		}
-		if !goal.IsOwner(p.AnsweredBy) && !p.ByAdmin {
+		role, err := goalRole(ctx, tx, goal.ID, Person{OpenID: p.AnsweredBy, Admin: p.ByAdmin})
+		if err != nil {
+			return Gate{}, Audit{}, err
+		}
+		if !role.AtLeast(RoleOwner) {
 			return Gate{}, Audit{}, refuse(ErrRefused, "answered_by",
 				fmt.Sprintf("%s is not an owner of goal %q; only its owners may answer gates", p.AnsweredBy, goal.ID),
 				goal.ID, gateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy, "answer": p.Answer})
@@ -224,7 +273,7 @@ func orWhom(s string) string {
 	return s
 }
 
-func closeGate(ctx context.Context, tx pgx.Tx, g Gate, status, by, answer, comment string, now time.Time) (Gate, error) {
+func closeGate(ctx context.Context, tx DB, g Gate, status, by, answer, comment string, now time.Time) (Gate, error) {
 	out, err := scanGate(tx.QueryRow(ctx, `
 		UPDATE gate SET status = $2, answered_by = $3, answer = $4, comment = $5, answered_at = $6,
 		       card_version = card_version + 1, next_reminder_at = NULL
@@ -236,7 +285,7 @@ func closeGate(ctx context.Context, tx pgx.Tx, g Gate, status, by, answer, comme
 }
 
 // unblockTodo reopens the todo a gate blocked, if it still waits on that gate.
-func unblockTodo(ctx context.Context, tx pgx.Tx, g Gate, now time.Time) error {
+func unblockTodo(ctx context.Context, tx DB, g Gate, now time.Time) error {
 	_, err := tx.Exec(ctx, `
 		UPDATE todo SET status = 'open', blocked_by_gate = NULL, version = version + 1, updated_at = $3
 		WHERE id = $1 AND blocked_by_gate = $2 AND status = 'blocked'`, g.TodoID, g.ID, now)
@@ -255,7 +304,7 @@ func (s *Store) CancelGate(ctx context.Context, p CancelGateParams) (Gate, error
 	if err := checkID("agent_id", p.AgentID); err != nil {
 		return Gate{}, err
 	}
-	return run(ctx, s, "gate.cancel", p.Meta, p, func(tx pgx.Tx, now time.Time) (Gate, Audit, error) {
+	return Do(ctx, s, "gate.cancel", p.Meta, p, func(tx *Tx, now time.Time) (Gate, Audit, error) {
 		g, err := getGate(ctx, tx, p.GoalID, p.GateID, true)
 		if err != nil {
 			return Gate{}, Audit{}, err
@@ -289,7 +338,7 @@ func (s *Store) GetGate(ctx context.Context, goalID string, id int64) (Gate, err
 	if err := checkID("goal_id", goalID); err != nil {
 		return Gate{}, err
 	}
-	return getGate(ctx, s.pool, goalID, id, false)
+	return getGate(ctx, s.DB(), goalID, id, false)
 }
 
 func getGate(ctx context.Context, db DB, goalID string, id int64, forUpdate bool) (Gate, error) {
@@ -310,7 +359,7 @@ func (s *Store) ListGates(ctx context.Context, p ListGatesParams) ([]Gate, error
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.DB().Query(ctx, `
 		SELECT `+gateCols+` FROM gate WHERE goal_id = $1 AND ($2 = '' OR status = $2)
 		ORDER BY id DESC LIMIT $3`, p.GoalID, p.Status, limit)
 	if err != nil {

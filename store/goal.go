@@ -73,7 +73,7 @@ func (s *Store) CreateGoal(ctx context.Context, p CreateGoalParams) (Goal, error
 	if err := checkGoal(g); err != nil {
 		return Goal{}, err
 	}
-	return run(ctx, s, "goal.create", p.Meta, p, func(tx pgx.Tx, now time.Time) (Goal, Audit, error) {
+	return Do(ctx, s, "goal.create", p.Meta, p, func(tx *Tx, now time.Time) (Goal, Audit, error) {
 		out, err := scanGoal(tx.QueryRow(ctx, `
 			INSERT INTO goal (id, title, objective, owners, members, status, window_hours, allowed_slots,
 			                  heartbeat_spec, heartbeat_tz, report_spec, report_tz, lang, stall_turns,
@@ -105,7 +105,7 @@ func (s *Store) GetGoal(ctx context.Context, id string) (Goal, error) {
 	if err := checkID("goal_id", id); err != nil {
 		return Goal{}, err
 	}
-	return getGoal(ctx, s.pool, id, false)
+	return getGoal(ctx, s.DB(), id, false)
 }
 
 func getGoal(ctx context.Context, db DB, id string, forUpdate bool) (Goal, error) {
@@ -134,7 +134,7 @@ func (s *Store) ListGoals(ctx context.Context, p ListGoalsParams) ([]Goal, error
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.DB().Query(ctx, `
 		SELECT `+goalCols+` FROM goal
 		WHERE ($1 = '' OR status = $1)
 		  AND ($2 = '' OR $2 = ANY (owners) OR $2 = ANY (members))
@@ -171,7 +171,7 @@ func (s *Store) UpdateGoal(ctx context.Context, p UpdateGoalParams) (Goal, error
 	if err := checkGoal(probe); err != nil {
 		return Goal{}, err
 	}
-	return run(ctx, s, "goal.update", p.Meta, p, func(tx pgx.Tx, now time.Time) (Goal, Audit, error) {
+	return Do(ctx, s, "goal.update", p.Meta, p, func(tx *Tx, now time.Time) (Goal, Audit, error) {
 		g, err := getGoal(ctx, tx, p.GoalID, true)
 		if err != nil {
 			return Goal{}, Audit{}, err
@@ -254,7 +254,7 @@ func (s *Store) setGoalStatus(ctx context.Context, op string, p GoalRef, status 
 	if err := checkID("goal_id", p.GoalID); err != nil {
 		return Goal{}, err
 	}
-	return run(ctx, s, op, p.Meta, p, func(tx pgx.Tx, now time.Time) (Goal, Audit, error) {
+	return Do(ctx, s, op, p.Meta, p, func(tx *Tx, now time.Time) (Goal, Audit, error) {
 		g, err := setGoalStatusTx(ctx, tx, p.GoalID, status, now)
 		if err != nil {
 			return Goal{}, Audit{}, err
@@ -263,7 +263,7 @@ func (s *Store) setGoalStatus(ctx context.Context, op string, p GoalRef, status 
 	})
 }
 
-func setGoalStatusTx(ctx context.Context, tx pgx.Tx, goalID, status string, now time.Time) (Goal, error) {
+func setGoalStatusTx(ctx context.Context, tx DB, goalID, status string, now time.Time) (Goal, error) {
 	g, err := getGoal(ctx, tx, goalID, true)
 	if err != nil {
 		return Goal{}, err

@@ -22,7 +22,7 @@ func TestReadGoalProblemsScopesToGoalNewestFirst(t *testing.T) {
 		_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: g, AgentID: "codex", Meta: admin})
 		require.NoError(t, err)
 	}
-	empty, err := store.ReadGoalProblems(ctx, st.Pool(), "g", time.Now().Add(-time.Hour), 3)
+	empty, err := store.ReadGoalProblems(ctx, st.DB(), "g", time.Now().Add(-time.Hour), 3)
 	require.NoError(t, err)
 	require.Equal(t, store.GoalProblems{}, empty)
 
@@ -33,7 +33,7 @@ func TestReadGoalProblemsScopesToGoalNewestFirst(t *testing.T) {
 		code        int
 	}{{"g", "failed", 230002}, {"g", "sent", 0}, {"other", "failed", 230002}, {"g", "failed", 230001},
 		{"g", "failed", 99991672}, {"g", "failed", 230002}} {
-		_, err := st.Pool().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, content, goal_id, state, last_code, last_error, attempts)
+		_, err := st.DB().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, content, goal_id, state, last_code, last_error, attempts)
 			VALUES (gen_random_uuid()::text, 'text', 'oc_x', $1::int::text, $2, $3, $4, 'lark said no', 1)`, i, r.goal, r.state, r.code)
 		require.NoError(t, err)
 	}
@@ -63,10 +63,10 @@ func TestReadGoalProblemsScopesToGoalNewestFirst(t *testing.T) {
 	// And one missed fire of g outside the window.
 	ticks = append(ticks, store.Tick{ScheduleID: ticks[0].ScheduleID, GoalID: "g", AgentID: "codex", Kind: "heartbeat",
 		FireAt: now.Add(-30 * time.Hour), RunAt: now.Add(-30 * time.Hour), Outcome: store.TickMissed, DecidedAt: now})
-	_, err = store.InsertTicks(ctx, st.Pool(), ticks)
+	_, err = store.InsertTicks(ctx, st.DB(), ticks)
 	require.NoError(t, err)
 
-	p, err := store.ReadGoalProblems(ctx, st.Pool(), "g", now.Add(-24*time.Hour), 3)
+	p, err := store.ReadGoalProblems(ctx, st.DB(), "g", now.Add(-24*time.Hour), 3)
 	require.NoError(t, err)
 	require.Equal(t, 4, p.FailureTotal)
 	require.Len(t, p.Failures, 3)
@@ -88,6 +88,6 @@ func TestReadGoalProblemsScopesToGoalNewestFirst(t *testing.T) {
 		require.Equal(t, "heartbeat", p.Missed[i].Kind)
 	}
 
-	_, err = store.ReadGoalProblems(ctx, st.Pool(), "g", now, 0)
+	_, err = store.ReadGoalProblems(ctx, st.DB(), "g", now, 0)
 	require.ErrorIs(t, err, store.ErrInvalid)
 }

@@ -48,19 +48,23 @@ var ErrBoundAborted = errors.New("enqueue bound messages: aborted, nothing writt
 // nothing written for it, and the caller decides it on the general, transactional path (which
 // also answers duplicates). Event and message ids must be distinct within one call. On any
 // error nothing at all was written.
-func EnqueueBound(ctx context.Context, db DB, opts BoundOptions, msgs []BoundMessage) (taken []bool, err error) {
+//
+// Who may message the goal (loopx_role) and which agent receives the message
+// (loopx_message_agent) are the SQL functions the router's general path calls too.
+func (s *Store) EnqueueBound(ctx context.Context, opts BoundOptions, msgs []BoundMessage) (taken []bool, err error) {
 	if opts.EventType == "" || opts.Receipt == "" {
 		return nil, Errorf(ErrInvalid, "event_type", "event type and receipt are required")
 	}
 	n := len(msgs)
-	events, chats, messages, senders, modes, texts, uuids :=
+	events, chats, messages, senders, modes, texts, uuids, reactions :=
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n)
+		make([]string, n), make([]string, n), make([]string, n)
 	admins := make([]bool, n)
 	for i, m := range msgs {
+		if err := CheckEventID(m.EventID); err != nil {
+			return nil, err
+		}
 		switch {
-		case m.EventID == "" || len(m.EventID) > 200:
-			return nil, Errorf(ErrInvalid, "event_id", "must be 1 to 200 characters")
 		case m.ChatID == "" || m.MessageID == "" || m.Sender == "":
 			return nil, Errorf(ErrInvalid, "chat_id", "chat, message and sender are required")
 		case m.Mode != ModeInbox && m.Mode != ModeQueue:
@@ -68,32 +72,26 @@ func EnqueueBound(ctx context.Context, db DB, opts BoundOptions, msgs []BoundMes
 		case m.Text == "":
 			return nil, Errorf(ErrInvalid, "text", "is empty; there is nothing to deliver")
 		}
-		events[i], chats[i], messages[i], senders[i], admins[i], modes[i], texts[i], uuids[i] =
-			m.EventID, m.ChatID, m.MessageID, m.Sender, m.Admin, m.Mode, m.Text, newUUID()
+		events[i], chats[i], messages[i], senders[i], admins[i], modes[i], texts[i], uuids[i], reactions[i] =
+			m.EventID, m.ChatID, m.MessageID, m.Sender, m.Admin, m.Mode, m.Text, newUUID(), ReactionKey(m.EventID)
 	}
 	// Every CTE sees one snapshot; rows flow msg → ok → ev → item → audit and receipt, so a
 	// message written at all is written whole. ev skips redelivered events. An item insert
 	// that loses a race on its source message after ev wrote aborts the whole statement. The
 	// inbox bound is checked against the snapshot, so concurrent writers at the bound may pass
 	// it by at most their number (as in InsertInboxItem); within one batch it is exact.
-	rows, err := db.Query(ctx, `
+	rows, err := s.DB().Query(ctx, `
 		WITH msg AS (
 		    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[],
-		                         $6::text[], $7::text[], $8::text[])
-		        WITH ORDINALITY AS m(event_id, chat_id, message_id, sender, admin, mode, text, uuid, n)
+		                         $6::text[], $7::text[], $8::text[], $12::text[])
+		        WITH ORDINALITY AS m(event_id, chat_id, message_id, sender, admin, mode, text, uuid, reaction_key, n)
 		), bound AS (
 		    SELECT m.n, b.goal_id, b.agent_id, count(*) OVER (PARTITION BY m.n) AS bindings
 		    FROM msg m JOIN binding b ON b.chat_id = m.chat_id AND b.thread_root = ''
 		), target AS (
-		    SELECT m.*, b.goal_id,
-		           CASE WHEN b.agent_id <> '' THEN
-		                    (SELECT a.id FROM agent a WHERE a.goal_id = b.goal_id AND a.id = b.agent_id)
-		                ELSE coalesce(
-		                    (SELECT a.id FROM agent a WHERE a.goal_id = b.goal_id AND a.is_default),
-		                    (SELECT min(a.id) FROM agent a WHERE a.goal_id = b.goal_id HAVING count(*) = 1))
-		           END AS agent_id
+		    SELECT m.*, b.goal_id, loopx_message_agent(b.goal_id, b.agent_id) AS agent_id
 		    FROM msg m JOIN bound b ON b.n = m.n AND b.bindings = 1 JOIN goal g ON g.id = b.goal_id
-		    WHERE m.admin OR m.sender = ANY (g.owners) OR m.sender = ANY (g.members)
+		    WHERE loopx_role(g.owners, g.members, m.sender, m.admin) <> 'stranger'
 		), fresh AS (
 		    -- A scalar subquery, not NOT EXISTS: the planner would make that an anti join
 		    -- and hash the whole table.
@@ -124,7 +122,7 @@ func EnqueueBound(ctx context.Context, db DB, opts BoundOptions, msgs []BoundMes
 		    ON CONFLICT (source_message, goal_id, agent_id) WHERE source_message <> '' DO NOTHING
 		    RETURNING id, goal_id, agent_id, source_message
 		), done AS (
-		    SELECT ok.n, ok.event_id, ok.sender, ok.chat_id, ok.message_id, ok.mode, ok.uuid,
+		    SELECT ok.n, ok.event_id, ok.sender, ok.chat_id, ok.message_id, ok.mode, ok.uuid, ok.reaction_key,
 		           item.id, item.goal_id, item.agent_id
 		    FROM item JOIN ok ON ok.message_id = item.source_message
 		                     AND ok.goal_id = item.goal_id AND ok.agent_id = item.agent_id
@@ -135,7 +133,7 @@ func EnqueueBound(ctx context.Context, db DB, opts BoundOptions, msgs []BoundMes
 		    FROM done ORDER BY n
 		), receipt AS (
 		    INSERT INTO outbox (uuid, dedupe_key, kind, receive_id, target_message, content, goal_id, agent_id)
-		    SELECT uuid, 'evt:' || event_id || ':receipt', 'reaction', chat_id, message_id, $11,
+		    SELECT uuid, reaction_key, 'reaction', chat_id, message_id, $11,
 		           goal_id, agent_id
 		    FROM done ORDER BY n
 		)
@@ -144,7 +142,7 @@ func EnqueueBound(ctx context.Context, db DB, opts BoundOptions, msgs []BoundMes
 		SELECT loopx_abort('an inbox item appeared concurrently for a message of this batch')
 		WHERE (SELECT count(*) FROM ev) <> (SELECT count(*) FROM item)`,
 		events, chats, messages, senders, admins, modes, texts, uuids,
-		opts.MaxPending, opts.EventType, opts.Receipt)
+		opts.MaxPending, opts.EventType, opts.Receipt, reactions)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue bound messages: %w", mapErr(err))
 	}

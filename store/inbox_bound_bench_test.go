@@ -28,16 +28,16 @@ func BenchmarkEnqueueBound(b *testing.B) {
 		require.NoError(b, err)
 		_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: id, AgentID: "codex", IsDefault: true, Meta: sys})
 		require.NoError(b, err)
-		_, err = st.Pool().Exec(ctx, `INSERT INTO binding (chat_id, goal_id, created_by) VALUES ($1, $2, 'ou_bench')`,
+		_, err = st.DB().Exec(ctx, `INSERT INTO binding (chat_id, goal_id, created_by) VALUES ($1, $2, 'ou_bench')`,
 			fmt.Sprintf("oc_%02d", g), id)
 		require.NoError(b, err)
 	}
-	_, err := st.Pool().Exec(ctx, `CREATE TABLE bench_insert (id bigserial PRIMARY KEY, payload text NOT NULL)`)
+	_, err := st.DB().Exec(ctx, `CREATE TABLE bench_insert (id bigserial PRIMARY KEY, payload text NOT NULL)`)
 	require.NoError(b, err)
 	opts := store.BoundOptions{EventType: "im.message.receive_v1", MaxPending: 200, Receipt: "OK"}
 	b.Run("insert", func(b *testing.B) {
 		for b.Loop() {
-			_, err := st.Pool().Exec(ctx, `INSERT INTO bench_insert (payload) VALUES ('event')`)
+			_, err := st.DB().Exec(ctx, `INSERT INTO bench_insert (payload) VALUES ('event')`)
 			require.NoError(b, err)
 		}
 	})
@@ -45,7 +45,7 @@ func BenchmarkEnqueueBound(b *testing.B) {
 	batch := func(b *testing.B, size int) []store.BoundMessage {
 		if seq%256 < size {
 			b.StopTimer()
-			_, err := st.Pool().Exec(ctx, `UPDATE inbox_item SET state = 'acked' WHERE state = 'pending'`)
+			_, err := st.DB().Exec(ctx, `UPDATE inbox_item SET state = 'acked' WHERE state = 'pending'`)
 			require.NoError(b, err)
 			b.StartTimer()
 		}
@@ -60,7 +60,7 @@ func BenchmarkEnqueueBound(b *testing.B) {
 	for _, size := range []int{1, 4, 8, 16, 64} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			for b.Loop() {
-				taken, err := store.EnqueueBound(ctx, st.Pool(), opts, batch(b, size))
+				taken, err := st.EnqueueBound(ctx, opts, batch(b, size))
 				require.NoError(b, err)
 				require.NotContains(b, taken, false)
 			}
@@ -78,7 +78,7 @@ func BenchmarkEnqueueBound(b *testing.B) {
 					uuids = append(uuids, fmt.Sprintf("floor-%s", m.EventID))
 				}
 				var n int
-				require.NoError(b, st.Pool().QueryRow(ctx, `
+				require.NoError(b, st.DB().QueryRow(ctx, `
 					WITH msg AS (
 					    SELECT m.*, 'g' || substr(m.chat_id, 4) AS goal_id
 					    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])

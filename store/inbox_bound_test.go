@@ -39,13 +39,13 @@ func boundFixture(t *testing.T) *store.Store {
 		require.NoError(t, err)
 	}
 	// The first agent of a goal becomes its default; pair is made to have none.
-	_, err := st.Pool().Exec(ctx, `UPDATE agent SET is_default = false WHERE goal_id = 'pair'`)
+	_, err := st.DB().Exec(ctx, `UPDATE agent SET is_default = false WHERE goal_id = 'pair'`)
 	require.NoError(t, err)
 	for _, b := range [][3]string{
 		{"oc_one", "one", ""}, {"oc_named", "one", "a"}, {"oc_two", "one", ""}, {"oc_two", "two", ""},
 		{"oc_pair", "pair", ""}, {"oc_gone", "one", "x"}, {"oc_solo", "two", ""},
 	} {
-		_, err := st.Pool().Exec(ctx, `INSERT INTO binding (chat_id, goal_id, agent_id, created_by) VALUES ($1, $2, $3, 'ou_o')`, b[0], b[1], b[2])
+		_, err := st.DB().Exec(ctx, `INSERT INTO binding (chat_id, goal_id, agent_id, created_by) VALUES ($1, $2, $3, 'ou_o')`, b[0], b[1], b[2])
 		require.NoError(t, err)
 	}
 	return st
@@ -76,15 +76,15 @@ func TestEnqueueBoundTakesOnlyThePlainCase(t *testing.T) {
 		boundMsg(9, "oc_none", "ou_o"),    // unbound: general path
 		{EventID: "ev_10", ChatID: "oc_one", MessageID: "om_10", Sender: "ou_o", Mode: store.ModeQueue, Text: "queued"},
 	}
-	_, err := st.Pool().Exec(ctx, `UPDATE schedule SET rearm = false`)
+	_, err := st.DB().Exec(ctx, `UPDATE schedule SET rearm = false`)
 	require.NoError(t, err)
-	taken, err := store.EnqueueBound(ctx, st.Pool(), boundOpts, msgs)
+	taken, err := st.EnqueueBound(ctx, boundOpts, msgs)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, true, false, true, false, false, false, false, true}, taken)
 
 	type row struct{ Goal, Agent, Mode, Text, Sender, Chat, Msg string }
 	var items []row
-	rows, err := st.Pool().Query(ctx, `SELECT goal_id, agent_id, mode, text, sender, source_chat, source_message
+	rows, err := st.DB().Query(ctx, `SELECT goal_id, agent_id, mode, text, sender, source_chat, source_message
 		FROM inbox_item ORDER BY id`)
 	require.NoError(t, err)
 	for rows.Next() {
@@ -104,17 +104,17 @@ func TestEnqueueBoundTakesOnlyThePlainCase(t *testing.T) {
 	require.Equal(t, 5, countRows(t, st, `SELECT count(*) FROM lark_event`), "events of taken messages only")
 	var detail json.RawMessage
 	var target, actor string
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT actor, target, detail FROM audit
+	require.NoError(t, st.DB().QueryRow(ctx, `SELECT actor, target, detail FROM audit
 		WHERE action = 'chat.message' AND actor = 'ou_m'`).Scan(&actor, &target, &detail))
 	var itemID int64
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT id FROM inbox_item WHERE source_message = 'om_2'`).Scan(&itemID))
+	require.NoError(t, st.DB().QueryRow(ctx, `SELECT id FROM inbox_item WHERE source_message = 'om_2'`).Scan(&itemID))
 	require.Equal(t, fmt.Sprintf("inbox:%d", itemID), target)
 	require.JSONEq(t, `{"agent_id":"a","mode":"inbox","session_id":""}`, string(detail))
 	require.Equal(t, 5, countRows(t, st, `SELECT count(*) FROM audit WHERE action = 'chat.message' AND allowed`))
 	require.Equal(t, 5, countRows(t, st, `SELECT count(*) FROM outbox WHERE kind = 'reaction' AND content = 'OK'
 		AND dedupe_key = 'evt:' || replace(target_message, 'om_', 'ev_') || ':receipt'`), "one receipt per taken message")
 	var rearmed []string
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(goal_id || '/' || agent_id ORDER BY agent_id), '{}')
+	require.NoError(t, st.DB().QueryRow(ctx, `SELECT coalesce(array_agg(goal_id || '/' || agent_id ORDER BY agent_id), '{}')
 		FROM schedule WHERE rearm`).Scan(&rearmed))
 	require.Equal(t, []string{"one/a", "one/b"}, rearmed,
 		"new work rearms the heartbeats of the agents it is for (two/solo has no heartbeat)")
@@ -127,7 +127,7 @@ func TestEnqueueBoundLeavesRepeatsAndFullInboxes(t *testing.T) {
 	st := boundFixture(t)
 	ctx := t.Context()
 	first := []store.BoundMessage{boundMsg(1, "oc_one", "ou_o"), boundMsg(2, "oc_one", "ou_o"), boundMsg(3, "oc_one", "ou_o")}
-	taken, err := store.EnqueueBound(ctx, st.Pool(), boundOpts, first)
+	taken, err := st.EnqueueBound(ctx, boundOpts, first)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, true}, taken)
 	before := countRows(t, st, `SELECT (SELECT count(*) FROM lark_event) + (SELECT count(*) FROM inbox_item)
@@ -137,7 +137,7 @@ func TestEnqueueBoundLeavesRepeatsAndFullInboxes(t *testing.T) {
 	sameMessageNewEvent.EventID = "ev_other"
 	full := boundMsg(4, "oc_one", "ou_o") // one/b holds MaxPending (3) items now
 	otherAgent := boundMsg(5, "oc_named", "ou_o")
-	taken, err = store.EnqueueBound(ctx, st.Pool(), boundOpts, []store.BoundMessage{first[0], sameMessageNewEvent, full, otherAgent})
+	taken, err = st.EnqueueBound(ctx, boundOpts, []store.BoundMessage{first[0], sameMessageNewEvent, full, otherAgent})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false, false, true}, taken)
 	after := countRows(t, st, `SELECT (SELECT count(*) FROM lark_event) + (SELECT count(*) FROM inbox_item)
@@ -155,7 +155,7 @@ func TestEnqueueBoundKeepsTheBoundWithinABatch(t *testing.T) {
 		msgs = append(msgs, boundMsg(n, "oc_one", "ou_o"))
 	}
 	msgs = append(msgs, boundMsg(9, "oc_named", "ou_o"))
-	taken, err := store.EnqueueBound(t.Context(), st.Pool(), boundOpts, msgs)
+	taken, err := st.EnqueueBound(t.Context(), boundOpts, msgs)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, true, false, false, true}, taken)
 	require.Equal(t, 3, countRows(t, st, `SELECT count(*) FROM inbox_item WHERE agent_id = 'b'`))
@@ -172,10 +172,10 @@ func TestEnqueueBoundValidates(t *testing.T) {
 		"steer":    {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "steer", Text: "x"},
 		"no text":  {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "inbox"},
 	} {
-		_, err := store.EnqueueBound(ctx, st.Pool(), boundOpts, []store.BoundMessage{boundMsg(1, "oc_one", "ou_o"), m})
+		_, err := st.EnqueueBound(ctx, boundOpts, []store.BoundMessage{boundMsg(1, "oc_one", "ou_o"), m})
 		require.ErrorIs(t, err, store.ErrInvalid, name)
 	}
-	_, err := store.EnqueueBound(ctx, st.Pool(), store.BoundOptions{}, []store.BoundMessage{boundMsg(1, "oc_one", "ou_o")})
+	_, err := st.EnqueueBound(ctx, store.BoundOptions{}, []store.BoundMessage{boundMsg(1, "oc_one", "ou_o")})
 	require.ErrorIs(t, err, store.ErrInvalid)
 	require.Zero(t, countRows(t, st, `SELECT count(*) FROM inbox_item`))
 	require.Zero(t, countRows(t, st, `SELECT count(*) FROM lark_event`))
@@ -184,6 +184,6 @@ func TestEnqueueBoundValidates(t *testing.T) {
 func countRows(t *testing.T, st *store.Store, sql string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, st.Pool().QueryRow(context.Background(), sql).Scan(&n))
+	require.NoError(t, st.DB().QueryRow(context.Background(), sql).Scan(&n))
 	return n
 }

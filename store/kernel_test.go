@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,7 +44,7 @@ func rowCounts(t *testing.T, st *store.Store) map[string]int {
 	out := map[string]int{}
 	for _, tbl := range []string{"goal", "agent", "todo", "gate", "evidence", "turn", "quota_ledger", "audit", "receipt", "outbox", "hint_state"} {
 		var n int
-		require.NoError(t, st.Pool().QueryRow(t.Context(), "SELECT count(*) FROM "+tbl).Scan(&n))
+		require.NoError(t, st.DB().QueryRow(t.Context(), "SELECT count(*) FROM "+tbl).Scan(&n))
 		out[tbl] = n
 	}
 	return out
@@ -190,7 +191,7 @@ func TestSpendSlotConcurrentOneDebit(t *testing.T) {
 	}
 	require.Equal(t, 1, fresh)
 	var n int
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM quota_ledger WHERE kind = 'slot_spent'`).Scan(&n))
+	require.NoError(t, st.DB().QueryRow(ctx, `SELECT count(*) FROM quota_ledger WHERE kind = 'slot_spent'`).Scan(&n))
 	require.Equal(t, 1, n)
 	turn, err := st.GetTurn(ctx, "g", "a", "turn-1")
 	require.NoError(t, err)
@@ -290,7 +291,7 @@ func TestGateLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	var noticed []int64
 	g, err := st.AskGate(ctx, store.AskGateParams{GoalID: "g", AgentID: "a", Question: "deploy to prod?", TodoID: td.ID,
-		Notice: func(g store.Gate) ([]store.OutboxInsert, error) {
+		Notice: func(_ context.Context, _ store.DB, g store.Gate) ([]store.OutboxInsert, error) {
 			noticed = append(noticed, g.ID)
 			return []store.OutboxInsert{{DedupeKey: fmt.Sprintf("gate:%d:ask", g.ID), Kind: "text", ReceiveID: "oc_chat", Content: g.Question, GoalID: "g", GateID: g.ID}}, nil
 		}, Meta: agentMeta("a")})
@@ -298,7 +299,7 @@ func TestGateLifecycle(t *testing.T) {
 	require.Equal(t, []int64{g.ID}, noticed)
 	require.Equal(t, []string{"approve", "reject"}, g.Options)
 	var outbox int
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE gate_id = $1`, g.ID).Scan(&outbox))
+	require.NoError(t, st.DB().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE gate_id = $1`, g.ID).Scan(&outbox))
 	require.Equal(t, 1, outbox)
 	blocked, err := st.GetTodo(ctx, "g", td.ID)
 	require.NoError(t, err)
@@ -390,8 +391,22 @@ func TestStallGateRejectStopsGoal(t *testing.T) {
 	t.Parallel()
 	st, _ := fixture(t)
 	ctx := t.Context()
-	g, err := st.AskGate(ctx, store.AskGateParams{GoalID: "g", AgentID: "a", Kind: store.GateKindStall, Question: "no progress in 3 turns: continue or pause?", Meta: store.Meta{Actor: "system", Surface: "scheduler"}})
-	require.NoError(t, err)
+	_, err := st.AskGate(ctx, store.AskGateParams{GoalID: "g", AgentID: "a", Kind: store.GateKindStall, Question: "stalled?", Meta: agentMeta("a")})
+	requireKind(t, err, store.ErrInvalid, "kind") // only the stall guard opens stall gates
+	var g store.Gate
+	require.NoError(t, st.WithTx(ctx, func(tx *store.Tx) error {
+		var opened bool
+		g, opened, err = store.OpenStallGate(ctx, tx, store.StallGateParams{GoalID: "g", AgentID: "a", Question: "no progress in 3 turns: continue or pause?"}, st.Now())
+		require.True(t, opened)
+		return err
+	}))
+	// The goal has one open stall gate: opening it again answers with that gate.
+	require.NoError(t, st.WithTx(ctx, func(tx *store.Tx) error {
+		again, opened, err := store.OpenStallGate(ctx, tx, store.StallGateParams{GoalID: "g", AgentID: "a", Question: "again?"}, st.Now())
+		require.False(t, opened)
+		require.Equal(t, g.ID, again.ID)
+		return err
+	}))
 	_, err = st.CancelGate(ctx, store.CancelGateParams{GoalID: "g", GateID: g.ID, AgentID: "a", Meta: agentMeta("a")})
 	requireKind(t, err, store.ErrRefused, "agent_id")
 	_, err = st.AnswerGate(ctx, store.AnswerGateParams{GoalID: "g", GateID: g.ID, Answer: store.StallPause, AnsweredBy: owner, Meta: store.Meta{Actor: owner, Surface: "card"}})
@@ -445,7 +460,7 @@ func TestAgentTokens(t *testing.T) {
 	require.Len(t, ra.Token, 4+64)
 	require.False(t, ra.IsDefault, "the goal's first agent stays the default")
 	var stored []byte
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT token_hash FROM agent WHERE id = 'tok'`).Scan(&stored))
+	require.NoError(t, st.DB().QueryRow(ctx, `SELECT token_hash FROM agent WHERE id = 'tok'`).Scan(&stored))
 	require.Equal(t, store.HashToken(ra.Token), stored)
 	require.NotContains(t, string(stored), ra.Token)
 

@@ -10,11 +10,8 @@ import (
 // the caller then does nothing. Because the insert joins the effect's transaction, a rollback
 // forgets the id too, so Lark's redelivery gets a second chance.
 func RecordLarkEvent(ctx context.Context, db DB, eventID, eventType string) (bool, error) {
-	if eventID == "" {
-		return false, Errorf(ErrInvalid, "event_id", "is empty; every Lark event carries one")
-	}
-	if len(eventID) > 200 {
-		return false, Errorf(ErrInvalid, "event_id", "is %d characters; at most 200", len(eventID))
+	if err := CheckEventID(eventID); err != nil {
+		return false, err
 	}
 	tag, err := db.Exec(ctx,
 		`INSERT INTO lark_event (event_id, event_type) VALUES ($1, $2) ON CONFLICT (event_id) DO NOTHING`,

@@ -73,11 +73,6 @@ func spentAfter(ctx context.Context, db DB, e LedgerEntry, goal Goal, now time.T
 	return SpentSlots(ctx, db, e.GoalID, time.Duration(goal.WindowHours)*time.Hour, now)
 }
 
-// HeartbeatReceiptKey is the receipt key of should-run's heartbeat receipt for a turn instance.
-func HeartbeatReceiptKey(goalID, agentID, instance string) string {
-	return "heartbeat|" + goalID + "|" + agentID + "|" + instance
-}
-
 // SpendSlot debits one slot for a turn that ran, exactly once: the turn's row is locked and a
 // unique index allows one slot_spent per turn, so of concurrent spends one debits and the
 // others (and any later retry) return the same receipt with Replayed set. A live turn ends as
@@ -100,14 +95,14 @@ func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt,
 	if p.TodoID < 0 {
 		return SpendReceipt{}, Errorf(ErrInvalid, "todo_id", "must not be negative")
 	}
-	return run(ctx, s, "quota.spend_slot", p.Meta, p, func(tx pgx.Tx, now time.Time) (SpendReceipt, Audit, error) {
+	return Do(ctx, s, "quota.spend_slot", p.Meta, p, func(tx *Tx, now time.Time) (SpendReceipt, Audit, error) {
 		goal, err := getGoal(ctx, tx, p.GoalID, false)
 		if err != nil {
 			return SpendReceipt{}, Audit{}, err
 		}
 		t, err := getTurn(ctx, tx, p.GoalID, p.AgentID, p.TurnInstanceID, true)
 		if errors.Is(err, ErrNotFound) {
-			return SpendReceipt{}, Audit{}, s.unknownTurnRefusal(ctx, tx, p)
+			return SpendReceipt{}, Audit{}, unknownTurnRefusal(ctx, tx, p)
 		}
 		if err != nil {
 			return SpendReceipt{}, Audit{}, err
@@ -170,10 +165,10 @@ func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt,
 
 // unknownTurnRefusal tells a skipped turn (should-run answered it, no turn opened) from one
 // LoopX never saw.
-func (s *Store) unknownTurnRefusal(ctx context.Context, tx pgx.Tx, p SpendSlotParams) error {
+func unknownTurnRefusal(ctx context.Context, tx DB, p SpendSlotParams) error {
 	var state string
 	err := tx.QueryRow(ctx, `SELECT coalesce(body->>'state', '') FROM receipt WHERE key = $1`,
-		HeartbeatReceiptKey(p.GoalID, p.AgentID, p.TurnInstanceID)).Scan(&state)
+		HeartbeatKey(p.GoalID, p.AgentID, p.TurnInstanceID)).Scan(&state)
 	if err == nil {
 		return refuse(ErrRefused, "turn_instance_id",
 			fmt.Sprintf("turn %s was skipped by should-run (state %s); a skip never spends", p.TurnInstanceID, state),
@@ -202,7 +197,7 @@ func (s *Store) RefreshState(ctx context.Context, p RefreshStateParams) (LedgerE
 	if err := checkText("next_action", p.NextAction, MaxText, false); err != nil {
 		return LedgerEntry{}, err
 	}
-	return run(ctx, s, "quota.refresh_state", p.Meta, p, func(tx pgx.Tx, now time.Time) (LedgerEntry, Audit, error) {
+	return Do(ctx, s, "quota.refresh_state", p.Meta, p, func(tx *Tx, now time.Time) (LedgerEntry, Audit, error) {
 		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
 			return LedgerEntry{}, Audit{}, err
 		}
@@ -233,7 +228,7 @@ func (s *Store) ListLedger(ctx context.Context, goalID, kind string, afterID int
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.DB().Query(ctx, `
 		SELECT `+ledgerCols+` FROM quota_ledger WHERE goal_id = $1 AND ($2 = '' OR kind = $2) AND id > $3
 		ORDER BY id LIMIT $4`, goalID, kind, afterID, n)
 	if err != nil {
@@ -253,7 +248,7 @@ func (s *Store) ListAudit(ctx context.Context, p ListAuditParams) ([]Audit, erro
 	if err != nil {
 		return nil, err
 	}
-	return queryAudit(ctx, s.pool, `
+	return queryAudit(ctx, s.DB(), `
 		SELECT id, at, actor, surface, action, goal_id, target, allowed, detail FROM audit
 		WHERE ($1 = '' OR goal_id = $1) AND id > $2 ORDER BY id LIMIT $3`, p.GoalID, p.AfterID, n)
 }

@@ -77,3 +77,8 @@ func MigrationFS() fs.FS {
 	sub, _ := fs.Sub(migrationFS, "migrations")
 	return sub
 }
+
+// MigrationStatus reports the store's database's applied and latest migration versions.
+func (s *Store) MigrationStatus(ctx context.Context) (current, latest int64, err error) {
+	return MigrationStatus(ctx, s.pool)
+}

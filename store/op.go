@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Surfaces an operation can come from (the audit table's check constraint).
@@ -44,10 +42,20 @@ type replayMarker interface {
 	markReplayed()
 }
 
-// run executes one mutating operation in one transaction: the receipt lookup (when the caller
-// gave an idempotency key), the operation, its audit row and its receipt. fn returns the
-// result and the audit row's goal, target and detail; run fills in who, where and when.
-func run[T any](ctx context.Context, s *Store, op string, m Meta, req any, fn func(tx pgx.Tx, now time.Time) (T, Audit, error)) (T, error) {
+// Do runs one mutating operation in one transaction: the replay check (when the caller gave
+// an idempotency key), the operation, its audit row and its receipt. fn returns the result and
+// the audit row's goal, target and detail; Do fills in who, where and when. It is the one
+// replay path of every mutating call, whichever surface it comes from (API, chat, card,
+// scheduler):
+//
+//   - Same key, same request: the stored result, even while the first call is still in
+//     flight (the retry waits for it and then reads its receipt), and nothing is written.
+//   - Same key, another request: ErrConflict naming idempotency_key.
+//   - A refusal (ErrRefused from refuse) rolls the operation back but keeps its audit row.
+//
+// On a Store joined to a transaction (In), the operation runs under a savepoint of it and a
+// refusal's audit row is written in the outer transaction.
+func Do[T any](ctx context.Context, s *Store, op string, m Meta, req any, fn func(tx *Tx, now time.Time) (T, Audit, error)) (T, error) {
 	var zero T
 	if err := validMeta(m); err != nil {
 		return zero, err
@@ -58,13 +66,13 @@ func run[T any](ctx context.Context, s *Store, op string, m Meta, req any, fn fu
 	}
 	key := ""
 	if m.IdempotencyKey != "" {
-		key = m.Actor + "|" + m.IdempotencyKey
+		key = ReceiptKey(m.Actor, m.IdempotencyKey)
 	}
 	var out T
 	now := s.now()
-	err = s.WithTx(ctx, func(tx pgx.Tx) error {
+	err = s.WithTx(ctx, func(tx *Tx) error {
 		if key != "" {
-			rc, found, err := LookupReceipt(ctx, tx, key, hash)
+			rc, found, err := claimReceipt(ctx, tx, key, hash)
 			if err != nil {
 				return err
 			}
@@ -82,9 +90,11 @@ func run[T any](ctx context.Context, s *Store, op string, m Meta, req any, fn fu
 		if err != nil {
 			return err
 		}
-		a.At, a.Actor, a.Surface, a.Action, a.Allowed = now, m.Actor, m.Surface, op, true
-		if err := InsertAudit(ctx, tx, a); err != nil {
-			return err
+		if !a.skip {
+			a.At, a.Actor, a.Surface, a.Action, a.Allowed = now, m.Actor, m.Surface, op, true
+			if err := InsertAudit(ctx, tx, a); err != nil {
+				return err
+			}
 		}
 		if key != "" {
 			var body any = res
@@ -95,7 +105,7 @@ func run[T any](ctx context.Context, s *Store, op string, m Meta, req any, fn fu
 			if err != nil {
 				return fmt.Errorf("encode receipt: %w", err)
 			}
-			if err := SaveReceipt(ctx, tx, Receipt{Key: key, RequestHash: hash, Status: 200, Body: b, CreatedAt: now}); err != nil {
+			if err := saveReceipt(ctx, tx, Receipt{Key: key, RequestHash: hash, Status: 200, Body: b, CreatedAt: now}); err != nil {
 				return err
 			}
 		}
@@ -104,19 +114,7 @@ func run[T any](ctx context.Context, s *Store, op string, m Meta, req any, fn fu
 	})
 	var rf *refusal
 	if errors.As(err, &rf) {
-		a := rf.audit
-		a.At, a.Actor, a.Surface, a.Action, a.Allowed = now, m.Actor, m.Surface, op, false
-		if a.Detail == nil {
-			a.Detail = json.RawMessage(`{}`)
-		}
-		var withReason map[string]any
-		_ = json.Unmarshal(a.Detail, &withReason)
-		if withReason == nil {
-			withReason = map[string]any{}
-		}
-		withReason["refused"] = rf.err.Error()
-		a.Detail, _ = json.Marshal(withReason)
-		if aerr := InsertAudit(context.WithoutCancel(ctx), s.pool, a); aerr != nil {
+		if aerr := s.auditRefusal(ctx, rf, m, op, now); aerr != nil {
 			return zero, errors.Join(rf.err, fmt.Errorf("audit refusal: %w", aerr))
 		}
 		return zero, rf.err
@@ -126,6 +124,25 @@ func run[T any](ctx context.Context, s *Store, op string, m Meta, req any, fn fu
 	}
 	return out, nil
 }
+
+// auditRefusal writes the audit row of a refused operation after its transaction rolled back:
+// in the caller's transaction when the Store joined one, else on its own.
+func (s *Store) auditRefusal(ctx context.Context, rf *refusal, m Meta, op string, now time.Time) error {
+	a := rf.audit
+	a.At, a.Actor, a.Surface, a.Action, a.Allowed = now, m.Actor, m.Surface, op, false
+	var detail map[string]any
+	_ = json.Unmarshal(a.Detail, &detail) // refuse encoded it from a map (or nil)
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["refused"] = rf.err.Error()
+	a.Detail, _ = json.Marshal(detail)
+	return InsertAudit(context.WithoutCancel(ctx), s.DB(), a)
+}
+
+// NoAudit is the audit of an operation that changed nothing worth a row (an empty inbox
+// poll): Do writes no audit row for it.
+func NoAudit() Audit { return Audit{skip: true} }
 
 func validMeta(m Meta) error {
 	if m.Actor == "" {
@@ -157,49 +174,6 @@ func requestHash(op string, req any) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-// RequestHash is the hash LookupReceipt compares, for callers that keep receipts of their
-// own operations (op names the operation, req is its JSON-encodable request).
-func RequestHash(op string, req any) ([]byte, error) { return requestHash(op, req) }
-
-// LookupReceipt looks up a receipt inside the caller's transaction, holding a transaction
-// advisory lock on the key so that two requests with one key run one after the other. Same
-// hash: the receipt and true. Different hash: ErrConflict. Absent: false.
-func LookupReceipt(ctx context.Context, db DB, key string, hash []byte) (Receipt, bool, error) {
-	var (
-		rh     []byte
-		status *int
-		body   []byte
-		at     *time.Time
-	)
-	// The lock is taken in the same statement: one round trip. LEFT JOIN keeps one row when
-	// there is no receipt, with NULLs.
-	err := db.QueryRow(ctx, `
-		WITH l AS (SELECT pg_advisory_xact_lock(hashtextextended($1, 727274002)) AS locked)
-		SELECT r.request_hash, r.status, r.body, r.created_at
-		FROM l LEFT JOIN receipt r ON r.key = $1`, key).Scan(&rh, &status, &body, &at)
-	if err != nil {
-		return Receipt{}, false, fmt.Errorf("look up receipt: %w", mapErr(err))
-	}
-	if status == nil {
-		return Receipt{}, false, nil
-	}
-	if string(rh) != string(hash) {
-		return Receipt{}, false, Errorf(ErrConflict, "idempotency_key",
-			"this key was already used for a different request; use a new key")
-	}
-	return Receipt{Key: key, RequestHash: rh, Status: *status, Body: body, CreatedAt: *at}, true, nil
-}
-
-// SaveReceipt stores the result of an operation under its key, in the caller's transaction.
-func SaveReceipt(ctx context.Context, db DB, rc Receipt) error {
-	_, err := db.Exec(ctx, `INSERT INTO receipt (key, request_hash, status, body, created_at) VALUES ($1, $2, $3, $4, $5)`,
-		rc.Key, rc.RequestHash, rc.Status, rc.Body, rc.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("save receipt: %w", mapErr(err))
-	}
-	return nil
-}
-
 // InsertAudit writes one audit row in the caller's transaction. A zero At means now().
 func InsertAudit(ctx context.Context, db DB, a Audit) error {
 	if a.Detail == nil {
@@ -229,15 +203,4 @@ func kernelHex(n int) string {
 func auditDetail(kv map[string]any) json.RawMessage {
 	b, _ := json.Marshal(kv)
 	return b
-}
-
-// PruneReceipts deletes idempotency receipts older than cutoff and returns how many. Keep
-// them at least as long as clients retry (a day is plenty); heartbeat receipts also let
-// spend-slot tell a skipped turn from an unknown one.
-func (s *Store) PruneReceipts(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM receipt WHERE created_at < $1`, cutoff)
-	if err != nil {
-		return 0, fmt.Errorf("prune receipts: %w", mapErr(err))
-	}
-	return tag.RowsAffected(), nil
 }

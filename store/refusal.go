@@ -22,7 +22,7 @@ func (s *Store) AuditRefusal(ctx context.Context, m Meta, p RefusalParams) error
 	if err != nil {
 		return fmt.Errorf("encode refusal: %w", err)
 	}
-	return InsertAudit(ctx, s.pool, Audit{
+	return InsertAudit(ctx, s.DB(), Audit{
 		At: s.now(), Actor: m.Actor, Surface: m.Surface, Action: p.Action,
 		GoalID: p.GoalID, Target: p.Target, Allowed: false, Detail: detail,
 	})

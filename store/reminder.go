@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // GateReminder is an open gate whose next reminder is due, with where to send it.
@@ -24,68 +22,60 @@ type GateReminder struct {
 
 const reminderDue = `g.status = 'open' AND coalesce(g.next_reminder_at, g.created_at + $1 * interval '1 second')`
 
-// DueGateReminders locks up to limit open gates whose reminder is due at now (a gate with no
-// reminder yet is due first after `first`), FOR UPDATE SKIP LOCKED, and calls fn with them in
-// the transaction. fn writes the outbox rows and SetGateReminder; all commit together. An
-// answered gate is no longer open, so it is never reminded.
-func (s *Store) DueGateReminders(ctx context.Context, now time.Time, first time.Duration, limit int,
-	fn func(tx pgx.Tx, due []GateReminder) error) (int, error) {
-	n := 0
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT g.id, g.goal_id, g.agent_id, g.kind, g.question, g.options,
-				coalesce(g.todo_id, 0), g.status, g.card_version, g.reminders, g.created_at,
-				o.title, o.lang, o.owners,
-				coalesce((SELECT array_agg(b.chat_id ORDER BY b.thread_root, b.created_at)
-				            FROM binding b WHERE b.goal_id = g.goal_id), '{}')
-			FROM gate g JOIN goal o ON o.id = g.goal_id
-			WHERE `+reminderDue+` <= $2
-			ORDER BY g.id LIMIT $3 FOR UPDATE OF g SKIP LOCKED`, first.Seconds(), now, limit)
+// LockDueGateReminders locks, in the caller's transaction, up to limit open gates whose
+// reminder is due at now (a gate with no reminder yet is due first after `first`), FOR UPDATE
+// SKIP LOCKED so replicas share them. The caller writes each reminder's outbox rows and
+// SetGateReminder in the same transaction, so they commit together. An answered gate is no
+// longer open, so it is never reminded.
+func LockDueGateReminders(ctx context.Context, tx *Tx, now time.Time, first time.Duration, limit int) ([]GateReminder, error) {
+	rows, err := tx.Query(ctx, `SELECT g.id, g.goal_id, g.agent_id, g.kind, g.question, g.options,
+			coalesce(g.todo_id, 0), g.status, g.card_version, g.reminders, g.created_at,
+			o.title, o.lang, o.owners,
+			coalesce((SELECT array_agg(b.chat_id ORDER BY b.thread_root, b.created_at)
+			            FROM binding b WHERE b.goal_id = g.goal_id), '{}')
+		FROM gate g JOIN goal o ON o.id = g.goal_id
+		WHERE `+reminderDue+` <= $2
+		ORDER BY g.id LIMIT $3 FOR UPDATE OF g SKIP LOCKED`, first.Seconds(), now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim due gate reminders: %w", mapErr(err))
+	}
+	var due []GateReminder
+	for rows.Next() {
+		var r GateReminder
+		g := &r.Gate
+		if err := rows.Scan(&g.ID, &g.GoalID, &g.AgentID, &g.Kind, &g.Question, &g.Options, &g.TodoID,
+			&g.Status, &g.CardVersion, &g.Reminders, &g.CreatedAt, &r.GoalTitle, &r.Lang, &r.Owners, &r.Chats); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("scan gate reminder: %w", mapErr(err))
+		}
+		r.Chats = uniq(r.Chats)
+		due = append(due, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read gate reminders: %w", mapErr(err))
+	}
+	for i := range due {
+		cards, err := tx.Query(ctx, `SELECT receive_id, lark_message_id FROM outbox
+			WHERE gate_id = $1 AND kind = 'card' AND receive_id_type = 'chat_id' AND lark_message_id <> ''
+			ORDER BY id`, due[i].Gate.ID)
 		if err != nil {
-			return fmt.Errorf("claim due gate reminders: %w", mapErr(err))
+			return nil, fmt.Errorf("read gate cards: %w", mapErr(err))
 		}
-		var due []GateReminder
-		for rows.Next() {
-			var r GateReminder
-			g := &r.Gate
-			if err := rows.Scan(&g.ID, &g.GoalID, &g.AgentID, &g.Kind, &g.Question, &g.Options, &g.TodoID,
-				&g.Status, &g.CardVersion, &g.Reminders, &g.CreatedAt, &r.GoalTitle, &r.Lang, &r.Owners, &r.Chats); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan gate reminder: %w", mapErr(err))
+		due[i].CardMessages = map[string]string{}
+		for cards.Next() {
+			var chat, msg string
+			if err := cards.Scan(&chat, &msg); err != nil {
+				cards.Close()
+				return nil, fmt.Errorf("scan gate card: %w", mapErr(err))
 			}
-			r.Chats = uniq(r.Chats)
-			due = append(due, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read gate reminders: %w", mapErr(err))
-		}
-		for i := range due {
-			cards, err := tx.Query(ctx, `SELECT receive_id, lark_message_id FROM outbox
-				WHERE gate_id = $1 AND kind = 'card' AND receive_id_type = 'chat_id' AND lark_message_id <> ''
-				ORDER BY id`, due[i].Gate.ID)
-			if err != nil {
-				return fmt.Errorf("read gate cards: %w", mapErr(err))
+			if _, ok := due[i].CardMessages[chat]; !ok {
+				due[i].CardMessages[chat] = msg
 			}
-			due[i].CardMessages = map[string]string{}
-			for cards.Next() {
-				var chat, msg string
-				if err := cards.Scan(&chat, &msg); err != nil {
-					cards.Close()
-					return fmt.Errorf("scan gate card: %w", mapErr(err))
-				}
-				if _, ok := due[i].CardMessages[chat]; !ok {
-					due[i].CardMessages[chat] = msg
-				}
-			}
-			cards.Close()
 		}
-		n = len(due)
-		if n == 0 {
-			return nil
-		}
-		return fn(tx, due)
-	})
-	return n, err
+		cards.Close()
+	}
+	return due, nil
 }
 
 func uniq(list []string) []string {
@@ -112,7 +102,7 @@ func SetGateReminder(ctx context.Context, db DB, gateID int64, n int, next time.
 // NextGateReminder returns when the earliest open gate is next due for a reminder.
 func (s *Store) NextGateReminder(ctx context.Context, first time.Duration) (time.Time, bool, error) {
 	var at *time.Time
-	if err := s.pool.QueryRow(ctx, `SELECT min(coalesce(g.next_reminder_at, g.created_at + $1 * interval '1 second'))
+	if err := s.DB().QueryRow(ctx, `SELECT min(coalesce(g.next_reminder_at, g.created_at + $1 * interval '1 second'))
 		FROM gate g WHERE g.status = 'open'`, first.Seconds()).Scan(&at); err != nil {
 		return time.Time{}, false, fmt.Errorf("read next gate reminder: %w", mapErr(err))
 	}

@@ -15,9 +15,6 @@ const (
 	ScheduleReport    = "report"
 )
 
-// ScheduleChannel is the LISTEN/NOTIFY channel the schedule triggers signal on.
-const ScheduleChannel = "loopx_schedule"
-
 // Schedule is one cron schedule of a goal (the report) or of a goal×agent (the heartbeat),
 // with what the scheduler needs to act on it.
 type Schedule struct {
@@ -40,12 +37,11 @@ type Schedule struct {
 }
 
 // SchedulePlan is where a schedule fires next. A zero Fire disables the schedule (its spec
-// no longer parses); Err says why, for the log.
+// no longer parses).
 type SchedulePlan struct {
 	ID   int64
 	Fire time.Time
 	Run  time.Time
-	Err  error
 }
 
 const scheduleCols = `s.id, s.goal_id, s.agent_id, s.kind, s.spec, s.tz, s.enabled, s.held,
@@ -90,77 +86,72 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
-// ArmSchedules computes the next fire of up to limit schedules marked rearm (new, or their
-// spec, zone or goal state changed). plan runs inside the transaction with the rows locked
-// (FOR UPDATE SKIP LOCKED, so replicas share the work). It returns how many rows it armed.
-func (s *Store) ArmSchedules(ctx context.Context, limit int, plan func([]Schedule) []SchedulePlan) (int, error) {
-	n := 0
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		// Lock the schedule rows alone (in index order, stopping at limit), then join.
-		rows, err := tx.Query(ctx, `WITH picked AS (
-				SELECT id FROM schedule WHERE rearm AND enabled ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-			SELECT `+scheduleCols+` FROM picked JOIN `+scheduleFrom+` ON true
-			WHERE s.id = picked.id ORDER BY s.id`, limit)
-		if err != nil {
-			return fmt.Errorf("select schedules to arm: %w", mapErr(err))
-		}
-		list, err := scanSchedules(rows)
-		if err != nil {
-			return err
-		}
-		if len(list) == 0 {
-			return nil
-		}
-		plans := plan(list)
-		ids := make([]int64, len(plans))
-		fires := make([]*time.Time, len(plans))
-		runs := make([]*time.Time, len(plans))
-		for i, p := range plans {
-			ids[i], fires[i], runs[i] = p.ID, nullTime(p.Fire), nullTime(p.Run)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE schedule s SET rearm = false,
-				next_fire_at = p.fire, next_run_at = p.run,
-				enabled = s.enabled AND p.fire IS NOT NULL, updated_at = now()
-			FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[]) AS p(id, fire, run)
-			WHERE s.id = p.id`, ids, fires, runs); err != nil {
-			return fmt.Errorf("arm schedules: %w", mapErr(err))
-		}
-		n = len(plans)
-		return nil
-	})
-	return n, err
+// SchedulesToArm locks, in the caller's transaction, up to limit schedules marked rearm (new,
+// or their spec, zone or goal state changed), FOR UPDATE SKIP LOCKED so replicas share the
+// work. A schedule claimed for firing (ClaimDueSchedules) is left to its claimant until the
+// claim is settled or lapses at now.
+func SchedulesToArm(ctx context.Context, tx *Tx, now time.Time, limit int) ([]Schedule, error) {
+	// Lock the schedule rows alone (in index order, stopping at limit), then join.
+	rows, err := tx.Query(ctx, `WITH picked AS (
+			SELECT id FROM schedule WHERE rearm AND enabled AND (claimed_by = '' OR next_run_at <= $2)
+			ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+		SELECT `+scheduleCols+` FROM picked JOIN `+scheduleFrom+` ON true
+		WHERE s.id = picked.id ORDER BY s.id`, limit, now)
+	if err != nil {
+		return nil, fmt.Errorf("select schedules to arm: %w", mapErr(err))
+	}
+	return scanSchedules(rows)
 }
 
-// ProcessDueSchedules locks up to limit schedules whose next run time is at or before now
-// (FOR UPDATE SKIP LOCKED: each due schedule is handled by one replica) and calls fn with
-// them inside the transaction. fn records the ticks (InsertTicks) and moves each schedule on
-// (AdvanceSchedules) through tx; everything commits together, so a replica that dies in fn
-// leaves the schedules due for another one. It returns how many schedules were handled.
-func (s *Store) ProcessDueSchedules(ctx context.Context, now time.Time, limit int,
-	fn func(tx pgx.Tx, due []Schedule) error) (int, error) {
-	n := 0
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		// Lock the due rows alone, walking schedule_due in next_run_at order and stopping at
-		// limit (a sort of every due row would make a backlog slower to drain), then join.
-		rows, err := tx.Query(ctx, `WITH picked AS (
-				SELECT id FROM schedule WHERE enabled AND NOT held AND NOT rearm AND next_run_at <= $1
-				ORDER BY next_run_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-			SELECT `+scheduleCols+` FROM picked JOIN `+scheduleFrom+` ON true
-			WHERE s.id = picked.id ORDER BY s.next_run_at, s.id`, now, limit)
-		if err != nil {
-			return fmt.Errorf("claim due schedules: %w", mapErr(err))
-		}
-		list, err := scanSchedules(rows)
-		if err != nil {
-			return err
-		}
-		if len(list) == 0 {
-			return nil
-		}
-		n = len(list)
-		return fn(tx, list)
-	})
-	return n, err
+// ArmSchedules writes the next fire of each planned schedule (locked by SchedulesToArm in the
+// same transaction) and clears its rearm mark and any lapsed claim.
+func ArmSchedules(ctx context.Context, tx *Tx, plans []SchedulePlan) error {
+	if len(plans) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(plans))
+	fires := make([]*time.Time, len(plans))
+	runs := make([]*time.Time, len(plans))
+	for i, p := range plans {
+		ids[i], fires[i], runs[i] = p.ID, nullTime(p.Fire), nullTime(p.Run)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE schedule s SET rearm = false, claimed_by = '',
+			next_fire_at = p.fire, next_run_at = p.run,
+			enabled = s.enabled AND p.fire IS NOT NULL, updated_at = now()
+		FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[]) AS p(id, fire, run)
+		WHERE s.id = p.id`, ids, fires, runs); err != nil {
+		return fmt.Errorf("arm schedules: %w", mapErr(err))
+	}
+	return nil
+}
+
+// ClaimDueSchedules claims up to limit schedules whose run time is at or before now, oldest
+// first, for owner, in one statement: each is pushed out of the due index until now + lease
+// (its claim) and marked with owner. The claimant decides outside any transaction, then
+// settles the claim with SettleSchedules. A claimant that dies leaves its schedules due again
+// when the lease lapses; they are then fired at the same fire times, which should-run and
+// the tick table's unique key make a replay rather than a second fire.
+func (s *Store) ClaimDueSchedules(ctx context.Context, now time.Time, limit int, lease time.Duration, owner string) ([]Schedule, error) {
+	if owner == "" || lease <= 0 {
+		return nil, Errorf(ErrInvalid, "owner", "a claim needs an owner and a positive lease")
+	}
+	// Walk schedule_due in next_run_at order, stopping at limit (a sort of every due row
+	// would make a backlog slower to drain); lock those rows alone, then join.
+	rows, err := s.DB().Query(ctx, `WITH picked AS (
+			SELECT id FROM schedule WHERE enabled AND NOT held AND NOT rearm AND next_run_at <= $1
+			ORDER BY next_run_at LIMIT $2 FOR UPDATE SKIP LOCKED
+		), claimed AS (
+			UPDATE schedule c SET next_run_at = $1 + $3 * interval '1 microsecond', claimed_by = $4
+			FROM picked WHERE c.id = picked.id
+			RETURNING c.*
+		)
+		SELECT `+scheduleCols+` FROM claimed s JOIN goal g ON g.id = s.goal_id
+			LEFT JOIN agent a ON a.goal_id = s.goal_id AND a.id = s.agent_id AND s.kind = 'heartbeat'
+		ORDER BY s.next_fire_at, s.id`, now, limit, lease.Microseconds(), owner)
+	if err != nil {
+		return nil, fmt.Errorf("claim due schedules: %w", mapErr(err))
+	}
+	return scanSchedules(rows)
 }
 
 // ScheduleAdvance moves one schedule past the fire it just handled.
@@ -172,10 +163,14 @@ type ScheduleAdvance struct {
 	Hold       bool
 }
 
-// AdvanceSchedules writes the new next fire of each schedule, inside the caller's transaction.
-func AdvanceSchedules(ctx context.Context, db DB, adv []ScheduleAdvance) error {
+// SettleSchedules moves each schedule owner still holds a claim on past the fire it handled,
+// in the caller's transaction, and returns the ids it moved. A schedule whose claim lapsed
+// and was taken by another replica is not moved: its new claimant fires it, so the caller
+// must drop its ticks and leave its turn to that claimant.
+func SettleSchedules(ctx context.Context, tx *Tx, owner string, adv []ScheduleAdvance) (map[int64]bool, error) {
+	owned := map[int64]bool{}
 	if len(adv) == 0 {
-		return nil
+		return owned, nil
 	}
 	ids := make([]int64, len(adv))
 	last := make([]time.Time, len(adv))
@@ -185,24 +180,35 @@ func AdvanceSchedules(ctx context.Context, db DB, adv []ScheduleAdvance) error {
 	for i, a := range adv {
 		ids[i], last[i], fires[i], runs[i], holds[i] = a.ID, a.LastFireAt, nullTime(a.NextFireAt), nullTime(a.NextRunAt), a.Hold
 	}
-	if _, err := db.Exec(ctx, `UPDATE schedule s SET last_fire_at = a.last,
+	rows, err := tx.Query(ctx, `UPDATE schedule s SET last_fire_at = a.last, claimed_by = '',
 			next_fire_at = a.fire, next_run_at = a.run, held = a.hold,
 			enabled = s.enabled AND (a.fire IS NOT NULL OR a.hold), updated_at = now()
 		FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::boolean[])
 			AS a(id, last, fire, run, hold)
-		WHERE s.id = a.id`, ids, last, fires, runs, holds); err != nil {
-		return fmt.Errorf("advance schedules: %w", mapErr(err))
+		WHERE s.id = a.id AND s.claimed_by = $6
+		RETURNING s.id`, ids, last, fires, runs, holds, owner)
+	if err != nil {
+		return nil, fmt.Errorf("settle schedules: %w", mapErr(err))
 	}
-	return nil
+	moved, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("settle schedules: %w", mapErr(err))
+	}
+	for _, id := range moved {
+		owned[id] = true
+	}
+	return owned, nil
 }
 
-// NextWake returns the earliest time any enabled schedule is due, and whether any schedule
-// waits to be armed (then the loop should act now). ok is false when nothing is scheduled.
-func (s *Store) NextWake(ctx context.Context) (at time.Time, rearm bool, ok bool, err error) {
+// NextWake returns the earliest time any enabled schedule is due (a claim's lapse counts),
+// and whether any schedule waits to be armed at now (then the loop should act now). ok is
+// false when nothing is scheduled.
+func (s *Store) NextWake(ctx context.Context, now time.Time) (at time.Time, rearm bool, ok bool, err error) {
 	var next *time.Time
-	err = s.pool.QueryRow(ctx, `SELECT
+	err = s.DB().QueryRow(ctx, `SELECT
 			(SELECT min(next_run_at) FROM schedule WHERE enabled AND NOT held AND NOT rearm),
-			EXISTS (SELECT 1 FROM schedule WHERE rearm AND enabled)`).Scan(&next, &rearm)
+			EXISTS (SELECT 1 FROM schedule WHERE rearm AND enabled AND (claimed_by = '' OR next_run_at <= $1))`,
+		now).Scan(&next, &rearm)
 	if err != nil {
 		return time.Time{}, false, false, fmt.Errorf("read next wake: %w", mapErr(err))
 	}
@@ -214,7 +220,7 @@ func (s *Store) NextWake(ctx context.Context) (at time.Time, rearm bool, ok bool
 
 // ScheduleByGoal lists the schedules of one goal (for /status and tests).
 func (s *Store) ScheduleByGoal(ctx context.Context, goalID string) ([]Schedule, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+scheduleCols+` FROM `+scheduleFrom+`
+	rows, err := s.DB().Query(ctx, `SELECT `+scheduleCols+` FROM `+scheduleFrom+`
 		WHERE s.goal_id = $1 ORDER BY s.kind, s.agent_id`, goalID)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", mapErr(err))

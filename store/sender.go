@@ -11,9 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// OutboxNotifyChannel is the LISTEN channel an outbox insert notifies (see migration 00020).
-const OutboxNotifyChannel = "loopx_outbox"
-
 // OutboxClaim is one outbox row a sender holds a claim on.
 type OutboxClaim struct {
 	ID            int64
@@ -60,7 +57,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, owner string, limit int, lease 
 		return nil, Errorf(ErrInvalid, "limit", "must be positive, got %d", limit)
 	}
 	var out []OutboxClaim
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+	err := s.WithTx(ctx, func(tx *Tx) error {
 		// The heads CTE sees the statement snapshot; a head another sender claimed and
 		// committed meanwhile is re-checked by FOR UPDATE and dropped, and the rows behind it
 		// never qualify because they are not heads in this snapshot.
@@ -116,7 +113,7 @@ RETURNING o.id, o.uuid, o.kind, o.receive_id_type, o.receive_id, o.reply_to, o.r
 // unfinished state: if the claim expired and another sender took the row, Lark's uuid dedupe
 // makes both sends one message, and the first to record it wins.
 func (s *Store) MarkOutboxSent(ctx context.Context, id int64, larkMessageID string) error {
-	tag, err := s.pool.Exec(ctx, `
+	tag, err := s.DB().Exec(ctx, `
 UPDATE outbox SET state = 'sent', lark_message_id = $2, sent_at = now(), claimed_until = NULL,
     claimed_by = '', attempts = attempts + 1, last_code = 0, last_error = ''
 WHERE id = $1 AND state IN ('pending', 'sending')`, id, larkMessageID)
@@ -132,7 +129,7 @@ WHERE id = $1 AND state IN ('pending', 'sending')`, id, larkMessageID)
 // MarkOutboxFailed gives up on a row for good, keeping the Lark code and a message a person can
 // act on. Only the claim holder may do it.
 func (s *Store) MarkOutboxFailed(ctx context.Context, id int64, owner string, code int, msg string) error {
-	tag, err := s.pool.Exec(ctx, `
+	tag, err := s.DB().Exec(ctx, `
 UPDATE outbox SET state = 'failed', last_code = $3, last_error = $4, claimed_until = NULL,
     claimed_by = '', attempts = attempts + 1
 WHERE id = $1 AND state = 'sending' AND claimed_by = $2`, id, owner, code, truncate(msg, 2000))
@@ -153,7 +150,7 @@ func (s *Store) RescheduleOutbox(ctx context.Context, id int64, owner string, af
 	if countAttempt {
 		inc = 1
 	}
-	tag, err := s.pool.Exec(ctx, `
+	tag, err := s.DB().Exec(ctx, `
 UPDATE outbox SET state = 'pending', claimed_until = NULL, claimed_by = '',
     next_attempt_at = now() + $3 * interval '1 microsecond',
     last_code = $4, last_error = $5, attempts = attempts + $6
@@ -172,7 +169,7 @@ WHERE id = $1 AND state = 'sending' AND claimed_by = $2`,
 // (graceful shutdown) and wakes them.
 func (s *Store) ReleaseOutboxClaims(ctx context.Context, owner string) (int64, error) {
 	var n int64
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+	err := s.WithTx(ctx, func(tx *Tx) error {
 		tag, err := tx.Exec(ctx, `
 UPDATE outbox SET state = 'pending', claimed_until = NULL, claimed_by = ''
 WHERE state = 'sending' AND claimed_by = $1`, owner)
@@ -195,7 +192,7 @@ WHERE state = 'sending' AND claimed_by = $1`, owner)
 func (s *Store) NextOutboxDue(ctx context.Context) (wait time.Duration, ok bool, err error) {
 	var us *int64
 	// Only chat heads can be claimed; a due row queued behind its chat's head is not due yet.
-	err = s.pool.QueryRow(ctx, outboxHeads+`
+	err = s.DB().QueryRow(ctx, outboxHeads+`
 SELECT (extract(epoch FROM min(CASE WHEN o.state = 'pending' THEN o.next_attempt_at ELSE o.claimed_until END) - now()) * 1e6)::bigint
 FROM heads h JOIN outbox o ON o.id = h.id`).Scan(&us)
 	if err != nil {
@@ -205,36 +202,6 @@ FROM heads h JOIN outbox o ON o.id = h.id`).Scan(&us)
 		return 0, false, nil
 	}
 	return max(time.Duration(*us)*time.Microsecond, 0), true, nil
-}
-
-// ListenOutbox LISTENs on the outbox channel and calls wake for every notification until ctx
-// ends or the connection fails. The connection is taken out of the pool and closed afterwards,
-// so no LISTEN state leaks to other users of the pool.
-func (s *Store) ListenOutbox(ctx context.Context, wake func()) error {
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire listen connection: %w", mapErr(err))
-	}
-	conn := pc.Hijack()
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = conn.Close(closeCtx)
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+OutboxNotifyChannel); err != nil {
-		return fmt.Errorf("listen on outbox channel: %w", mapErr(err))
-	}
-	// A row committed before LISTEN took effect would otherwise wait for the fallback poll.
-	wake()
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("wait for outbox notification: %w", err)
-		}
-		wake()
-	}
 }
 
 // RateScope is one limit a send must fit: at most one send per Interval on average, with bursts
@@ -265,7 +232,7 @@ func (s *Store) TakeSendSlot(ctx context.Context, scopes []RateScope, maxWait ti
 		names[i], intervals[i], taus[i] = sc.Scope, sc.Interval.Microseconds(), (sc.Interval * time.Duration(sc.Burst-1)).Microseconds()
 	}
 	var waitUS int64
-	err = s.pool.QueryRow(ctx, `SELECT wait_us, reserved FROM loopx_take_send_slot($1, $2, $3, $4)`,
+	err = s.DB().QueryRow(ctx, `SELECT wait_us, reserved FROM loopx_take_send_slot($1, $2, $3, $4)`,
 		names, intervals, taus, max(maxWait, 0).Microseconds()).Scan(&waitUS, &reserved)
 	if err != nil {
 		return 0, false, fmt.Errorf("take send slot: %w", mapErr(err))
@@ -279,11 +246,11 @@ func (s *Store) PruneLarkEvents(ctx context.Context, olderThan time.Duration) (i
 	if olderThan < time.Hour {
 		return 0, Errorf(ErrInvalid, "olderThan", "must be at least an hour (Lark redelivers for about 7 h), got %s", olderThan)
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM lark_event WHERE received_at < now() - $1 * interval '1 microsecond'`, olderThan.Microseconds())
+	tag, err := s.DB().Exec(ctx, `DELETE FROM lark_event WHERE received_at < now() - $1 * interval '1 microsecond'`, olderThan.Microseconds())
 	if err != nil {
 		return 0, fmt.Errorf("prune lark events: %w", mapErr(err))
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM send_rate WHERE tat < now() - interval '1 hour'`); err != nil {
+	if _, err := s.DB().Exec(ctx, `DELETE FROM send_rate WHERE tat < now() - interval '1 hour'`); err != nil {
 		return 0, fmt.Errorf("prune send rates: %w", mapErr(err))
 	}
 	return tag.RowsAffected(), nil
@@ -307,7 +274,7 @@ func (s *Store) OutboxFailures(ctx context.Context, chatID string, limit int) ([
 	if limit <= 0 {
 		return nil, Errorf(ErrInvalid, "limit", "must be positive, got %d", limit)
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.DB().Query(ctx, `
 SELECT id, kind, receive_id, goal_id, last_code, last_error, attempts, created_at
 FROM outbox WHERE state = 'failed' AND ($1 = '' OR receive_id = $1)
 ORDER BY id DESC LIMIT $2`, chatID, limit)
@@ -336,7 +303,7 @@ type OutboxStats struct {
 func (s *Store) OutboxStats(ctx context.Context) (OutboxStats, error) {
 	var st OutboxStats
 	var us int64
-	err := s.pool.QueryRow(ctx, `
+	err := s.DB().QueryRow(ctx, `
 SELECT count(*) FILTER (WHERE state = 'pending'),
        count(*) FILTER (WHERE state = 'sending'),
        (SELECT count(*) FROM outbox WHERE state = 'failed'),
@@ -352,7 +319,7 @@ FROM outbox WHERE state IN ('pending', 'sending')`).Scan(&st.Pending, &st.Sendin
 // PendingInboxItems counts inbox items not yet acknowledged (the inbox depth gauge).
 func (s *Store) PendingInboxItems(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM inbox_item WHERE state IN ('pending', 'delivered')`).Scan(&n); err != nil {
+	if err := s.DB().QueryRow(ctx, `SELECT count(*) FROM inbox_item WHERE state IN ('pending', 'delivered')`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count pending inbox items: %w", mapErr(err))
 	}
 	return n, nil
@@ -369,7 +336,7 @@ func truncate(s string, n int) string {
 // OutboxFailureCounts counts failed outbox rows by Lark code (0: refused before sending, e.g.
 // too large), for the metrics gauge and `loopx doctor`.
 func (s *Store) OutboxFailureCounts(ctx context.Context) (map[int]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT last_code, count(*) FROM outbox WHERE state = 'failed' GROUP BY last_code`)
+	rows, err := s.DB().Query(ctx, `SELECT last_code, count(*) FROM outbox WHERE state = 'failed' GROUP BY last_code`)
 	if err != nil {
 		return nil, fmt.Errorf("count outbox failures: %w", mapErr(err))
 	}

@@ -18,7 +18,7 @@ import (
 func insertOutbox(t *testing.T, s *store.Store, kind, chat, content string) int64 {
 	t.Helper()
 	var id int64
-	err := s.Pool().QueryRow(t.Context(), `
+	err := s.DB().QueryRow(t.Context(), `
 INSERT INTO outbox (uuid, kind, receive_id, content) VALUES (gen_random_uuid()::text, $1, $2, $3) RETURNING id`,
 		kind, chat, content).Scan(&id)
 	require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestClaimResolvesCardUpdateTarget(t *testing.T) {
 	ctx := t.Context()
 	card := insertOutbox(t, s, "card", "oc_c", `{"schema":"2.0"}`)
 	var upd int64
-	require.NoError(t, s.Pool().QueryRow(ctx, `
+	require.NoError(t, s.DB().QueryRow(ctx, `
 INSERT INTO outbox (uuid, kind, receive_id, content, update_of) VALUES ('u-upd', 'card_update', 'oc_c', '{}', $1) RETURNING id`,
 		card).Scan(&upd))
 	claims, err := s.ClaimOutbox(ctx, "a", 5, time.Minute)
@@ -279,7 +279,7 @@ func TestListenOutboxWakesOnInsert(t *testing.T) {
 	woken := make(chan struct{}, 16)
 	done := make(chan error, 1)
 	lctx, cancel := context.WithCancel(ctx)
-	go func() { done <- s.ListenOutbox(lctx, func() { woken <- struct{}{} }) }()
+	go func() { done <- s.Listen(lctx, store.OutboxNotifyChannel, func() { woken <- struct{}{} }) }()
 	<-woken // the initial wake after LISTEN
 	start := time.Now()
 	insertOutbox(t, s, "text", "oc_l", "ping")
@@ -297,7 +297,7 @@ func TestPruneLarkEvents(t *testing.T) {
 	t.Parallel()
 	s := storetest.New(t, store.Options{})
 	ctx := t.Context()
-	_, err := s.Pool().Exec(ctx, `
+	_, err := s.DB().Exec(ctx, `
 INSERT INTO lark_event (event_id, event_type, received_at) VALUES
  ('old', 'im.message.receive_v1', now() - interval '8 days'),
  ('new', 'im.message.receive_v1', now() - interval '1 day')`)
@@ -306,7 +306,7 @@ INSERT INTO lark_event (event_id, event_type, received_at) VALUES
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	var left []string
-	rows, err := s.Pool().Query(ctx, `SELECT event_id FROM lark_event`)
+	rows, err := s.DB().Query(ctx, `SELECT event_id FROM lark_event`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id string

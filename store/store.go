@@ -6,28 +6,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-)
-
-// DB is what every query runs on: the pool or a transaction. Functions that must join the
-// caller's transaction take a DB; public operations open their own transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-var (
-	_ DB = (*pgxpool.Pool)(nil)
-	_ DB = (pgx.Tx)(nil)
 )
 
 // Store is the only holder of SQL in the project. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
+	// tx, when set, is the caller's transaction every operation of this Store joins (see In).
+	tx *Tx
 }
 
 // Options configures a Store.
@@ -65,43 +53,19 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// Pool exposes the pool for LISTEN connections and health checks.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
 // Now returns the store's clock reading.
 func (s *Store) Now() time.Time { return s.now() }
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
-// WithTx runs fn in one transaction and commits when fn returns nil. The rollback after a
-// failure runs on a context that is not cancelled, so a cancelled request cannot leave a
-// transaction open.
-//
-// When ctx carries a transaction (see InTx), WithTx joins it under a savepoint instead: fn's
-// writes commit with the outer transaction, and a failure of fn undoes only fn's part.
-func (s *Store) WithTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	if outer := txFrom(ctx); outer != nil {
-		return withSavepoint(ctx, outer, fn)
+// DB is the executor the Store's statements run on: its joined transaction (In), else the
+// pool. Plain reads outside any operation pass it to the store's read functions.
+func (s *Store) DB() DB {
+	if s.tx != nil {
+		return s.tx
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin transaction: %w", mapErr(err))
-	}
-	defer rollback(ctx, tx)
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", mapErr(err))
-	}
-	return nil
-}
-
-func rollback(ctx context.Context, tx pgx.Tx) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = tx.Rollback(ctx) // after a commit this is a no-op returning ErrTxClosed
+	return s.pool
 }
 
 // redactErr keeps a password in a malformed URL out of logs: pgx quotes the URL in parse errors.

@@ -110,19 +110,12 @@ FROM (SELECT 1) one
 LEFT JOIN hint_state hs ON hs.goal_id = $1 AND hs.agent_id = $2
 LEFT JOIN receipt rc ON $4 <> '' AND rc.key = $4`
 
-// ReadTickSnapshot reads the should-run snapshot for goal x agent at now in one statement.
-// db may be a transaction. An unknown goal or agent is reported in GoalFound / AgentFound,
-// not as an error.
-func ReadTickSnapshot(ctx context.Context, db DB, goalID, agentID string, now time.Time) (TickSnapshot, error) {
-	snap, _, err := ReadTickSnapshotWithReceipt(ctx, db, goalID, agentID, "", nil, now)
+// ReadTickSnapshot reads the should-run snapshot for goal x agent at now in one statement,
+// recording nothing (`loopx quota status`, poll heartbeats). An unknown goal or agent is
+// reported in GoalFound / AgentFound, not as an error.
+func (s *Store) ReadTickSnapshot(ctx context.Context, goalID, agentID string, now time.Time) (TickSnapshot, error) {
+	snap, _, err := scanTickSnapshot(s.DB().QueryRow(ctx, tickSnapshotSQL, goalID, agentID, now, ""), "", nil)
 	return snap, err
-}
-
-// ReadTickSnapshotWithReceipt is ReadTickSnapshot that also looks up the receipt stored under
-// receiptKey in the same statement: found, it is returned (and the snapshot may be ignored);
-// stored for another request hash, the error is ErrConflict.
-func ReadTickSnapshotWithReceipt(ctx context.Context, db DB, goalID, agentID, receiptKey string, hash []byte, now time.Time) (TickSnapshot, *Receipt, error) {
-	return scanTickSnapshot(db.QueryRow(ctx, tickSnapshotSQL, goalID, agentID, now, receiptKey), receiptKey, hash)
 }
 
 func scanTickSnapshot(row pgx.Row, receiptKey string, hash []byte) (TickSnapshot, *Receipt, error) {
@@ -143,8 +136,7 @@ func scanTickSnapshot(row pgx.Row, receiptKey string, hash []byte) (TickSnapshot
 	}
 	if rcBody != nil {
 		if string(rcHash) != string(hash) {
-			return TickSnapshot{}, nil, Errorf(ErrConflict, "turn_instance_id",
-				"this turn instance id was already used for a different request; use a new id")
+			return TickSnapshot{}, nil, errKeyReused()
 		}
 		return TickSnapshot{}, &Receipt{Key: receiptKey, RequestHash: rcHash, Status: 200, Body: rcBody}, nil
 	}
@@ -189,25 +181,19 @@ type TickRecord struct {
 	Entry        LedgerEntry // the tick_decision row (Kind is set by RecordTick)
 	HintIdentity string
 	HintStep     int
-	// ReceiptKey, when set, stores Body as the heartbeat receipt, with the new ledger row's
-	// id written at heartbeat_receipt.event_id.
-	ReceiptKey  string
-	RequestHash []byte
-	Body        json.RawMessage
+	// Body is the answer stored as the receipt when the TickTx was opened with a receipt key
+	// (its heartbeat_receipt.event_id, when present, gets the new ledger row's id).
+	Body json.RawMessage
 	// Async lets the commit return before its WAL record is flushed (synchronous_commit off
 	// for this transaction). Use it only when the transaction changed nothing but the record:
 	// a crash may then lose the last fraction of a second of tick records, never more.
 	Async bool
 }
 
-// ErrReceiptRace reports that a concurrent call stored the receipt first. The statement
-// failed, so nothing of this call commits; the caller retries and then replays that receipt.
-var ErrReceiptRace = errors.New("receipt stored concurrently")
-
 // recordTickSQL writes a should-run decision in one statement: the tick_decision ledger row,
 // the hint progression and the heartbeat receipt (with the ledger row id written at
-// heartbeat_receipt.event_id). A receipt stored concurrently under the same key makes the
-// whole statement fail on receipt_pkey, so a lost race writes nothing.
+// heartbeat_receipt.event_id). The receipt's key is locked since BeginTick, so no concurrent
+// call can store one under it meanwhile.
 const recordTickSQL = `
 WITH cfg AS (
 	SELECT CASE WHEN $11::bool THEN set_config('synchronous_commit', 'off', true) END AS v
@@ -227,7 +213,7 @@ WITH cfg AS (
 )
 SELECT l.id FROM l, cfg, (SELECT count(*) FROM h) hc, (SELECT count(*) FROM r) rc`
 
-func recordTickArgs(r TickRecord) []any {
+func recordTickArgs(r TickRecord, key string, hash []byte) []any {
 	detail := r.Entry.Detail
 	if detail == nil {
 		detail = json.RawMessage(`{}`)
@@ -244,25 +230,7 @@ func recordTickArgs(r TickRecord) []any {
 		body = json.RawMessage(`{}`)
 	}
 	return []any{r.Entry.GoalID, r.Entry.AgentID, turnID, todoID, detail, r.Entry.CreatedAt,
-		r.HintIdentity, r.HintStep, r.ReceiptKey, r.RequestHash, r.Async, body}
-}
-
-func recordTickErr(err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "receipt_pkey" {
-		return ErrReceiptRace
-	}
-	return fmt.Errorf("record tick: %w", mapErr(err))
-}
-
-// RecordTick writes a should-run decision (see TickRecord) in the caller's transaction and
-// returns the ledger row id.
-func RecordTick(ctx context.Context, db DB, r TickRecord) (int64, error) {
-	var id int64
-	if err := db.QueryRow(ctx, recordTickSQL, recordTickArgs(r)...).Scan(&id); err != nil {
-		return 0, recordTickErr(err)
-	}
-	return id, nil
+		r.HintIdentity, r.HintStep, key, hash, r.Async, body}
 }
 
 // TickTx is the transaction of one should-run. BEGIN travels with the snapshot read, and
@@ -270,7 +238,8 @@ func RecordTick(ctx context.Context, db DB, r TickRecord) (int64, error) {
 // for the statements a stall gate or a begun turn need.
 type TickTx struct {
 	conn *pgxpool.Conn
-	open bool
+	key  string // the receipt key locked for this should-run; "" = none
+	hash []byte // the request hash its receipt answers
 }
 
 var _ DB = (*TickTx)(nil)
@@ -290,21 +259,47 @@ func (t *TickTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return t.conn.QueryRow(ctx, sql, args...)
 }
 
+// TickOpen names the should-run a TickTx is for.
+type TickOpen struct {
+	GoalID  string
+	AgentID string
+	// ReceiptKey, when set, makes the call replayable: it is locked for the transaction (a
+	// concurrent call under it waits, then replays), and a receipt stored under it is
+	// returned instead of a snapshot. Request is what that receipt answers: the same key
+	// with another request is ErrConflict naming idempotency_key.
+	ReceiptKey string
+	Request    any
+	Now        time.Time
+}
+
 // BeginTick opens a should-run transaction and reads the snapshot (and the receipt under
-// receiptKey) in the same round trip. The caller must call Commit or Close.
-func (s *Store) BeginTick(ctx context.Context, goalID, agentID, receiptKey string, hash []byte, now time.Time) (*TickTx, TickSnapshot, *Receipt, error) {
+// o.ReceiptKey, after taking its lock) in the same round trip: BEGIN, the lock and the read
+// are pipelined, each its own statement so the read sees a receipt committed while the lock
+// was awaited. The caller must call Commit or Close. A receipt found is returned with no
+// snapshot; the caller then replays it and closes.
+func (s *Store) BeginTick(ctx context.Context, o TickOpen) (*TickTx, TickSnapshot, *Receipt, error) {
+	var hash []byte
+	if o.ReceiptKey != "" {
+		var err error
+		if hash, err = requestHash("quota.should_run", o.Request); err != nil {
+			return nil, TickSnapshot{}, nil, err
+		}
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, TickSnapshot{}, nil, fmt.Errorf("acquire connection: %w", mapErr(err))
 	}
-	t := &TickTx{conn: conn, open: true}
+	t := &TickTx{conn: conn, key: o.ReceiptKey, hash: hash}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	if o.ReceiptKey != "" {
+		b.Queue(lockReceiptSQL, o.ReceiptKey)
+	}
 	var snap TickSnapshot
 	var rc *Receipt
 	var readErr error
-	b.Queue(tickSnapshotSQL, goalID, agentID, now, receiptKey).QueryRow(func(row pgx.Row) error {
-		snap, rc, readErr = scanTickSnapshot(row, receiptKey, hash)
+	b.Queue(tickSnapshotSQL, o.GoalID, o.AgentID, o.Now, o.ReceiptKey).QueryRow(func(row pgx.Row) error {
+		snap, rc, readErr = scanTickSnapshot(row, o.ReceiptKey, hash)
 		return readErr
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
@@ -322,15 +317,14 @@ func (t *TickTx) Commit(ctx context.Context, r TickRecord) (int64, error) {
 	defer t.Close(ctx)
 	var id int64
 	b := &pgx.Batch{}
-	b.Queue(recordTickSQL, recordTickArgs(r)...).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
+	b.Queue(recordTickSQL, recordTickArgs(r, t.key, t.hash)...).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
 	b.Queue("COMMIT")
 	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
-		return 0, recordTickErr(err)
+		return 0, fmt.Errorf("record should-run decision: %w", mapErr(err))
 	}
 	if t.conn.Conn().PgConn().TxStatus() != 'I' {
 		return 0, errors.New("commit should-run: the transaction did not commit")
 	}
-	t.open = false
 	return id, nil
 }
 
@@ -349,16 +343,4 @@ func (t *TickTx) Close(ctx context.Context) {
 	// cannot leak one.
 	t.conn.Release()
 	t.conn = nil
-}
-
-// SaveHintState stores the scheduler-hint progression of goal x agent.
-func SaveHintState(ctx context.Context, db DB, goalID, agentID, identity string, step int, now time.Time) error {
-	_, err := db.Exec(ctx, `
-		INSERT INTO hint_state (goal_id, agent_id, identity, step, updated_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (goal_id, agent_id) DO UPDATE SET identity = EXCLUDED.identity, step = EXCLUDED.step,
-		       updated_at = EXCLUDED.updated_at`, goalID, agentID, identity, step, now)
-	if err != nil {
-		return fmt.Errorf("save hint state: %w", mapErr(err))
-	}
-	return nil
 }

@@ -45,7 +45,7 @@ func (s *Store) AddTodo(ctx context.Context, p AddTodoParams) (Todo, error) {
 			return Todo{}, Errorf(ErrInvalid, "claim_for", "a user todo is done by a person; agents cannot claim it")
 		}
 	}
-	return run(ctx, s, "todo.add", p.Meta, p, func(tx pgx.Tx, now time.Time) (Todo, Audit, error) {
+	return Do(ctx, s, "todo.add", p.Meta, p, func(tx *Tx, now time.Time) (Todo, Audit, error) {
 		if _, err := getGoal(ctx, tx, p.GoalID, false); err != nil {
 			return Todo{}, Audit{}, err
 		}
@@ -73,7 +73,7 @@ func (s *Store) GetTodo(ctx context.Context, goalID string, id int64) (Todo, err
 	if err := checkID("goal_id", goalID); err != nil {
 		return Todo{}, err
 	}
-	return getTodo(ctx, s.pool, goalID, id, false)
+	return getTodo(ctx, s.DB(), goalID, id, false)
 }
 
 func getTodo(ctx context.Context, db DB, goalID string, id int64, forUpdate bool) (Todo, error) {
@@ -98,7 +98,7 @@ func (s *Store) ListTodos(ctx context.Context, p ListTodosParams) ([]Todo, error
 	if statuses == nil {
 		statuses = []string{}
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.DB().Query(ctx, `
 		SELECT `+todoCols+` FROM todo
 		WHERE goal_id = $1
 		  AND (cardinality($2::text[]) = 0 OR status = ANY ($2))
@@ -125,7 +125,7 @@ func (s *Store) ClaimTodo(ctx context.Context, p ClaimTodoParams) (Todo, error) 
 	if p.Lease < 0 || p.Lease > 7*24*time.Hour {
 		return Todo{}, Errorf(ErrInvalid, "lease", "must be between 0 (no expiry) and 7 days")
 	}
-	return run(ctx, s, "todo.claim", p.Meta, p, func(tx pgx.Tx, now time.Time) (Todo, Audit, error) {
+	return Do(ctx, s, "todo.claim", p.Meta, p, func(tx *Tx, now time.Time) (Todo, Audit, error) {
 		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
 			return Todo{}, Audit{}, err
 		}
@@ -194,7 +194,7 @@ func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error
 			return Todo{}, err
 		}
 	}
-	return run(ctx, s, "todo.update", p.Meta, p, func(tx pgx.Tx, now time.Time) (Todo, Audit, error) {
+	return Do(ctx, s, "todo.update", p.Meta, p, func(tx *Tx, now time.Time) (Todo, Audit, error) {
 		t, err := getTodo(ctx, tx, p.GoalID, p.TodoID, true)
 		if err != nil {
 			return Todo{}, Audit{}, err

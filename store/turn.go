@@ -56,7 +56,7 @@ func (s *Store) OpenTurn(ctx context.Context, p OpenTurnParams) (Turn, error) {
 	if err := checkOpenTurn(p); err != nil {
 		return Turn{}, err
 	}
-	return run(ctx, s, "turn.open", p.Meta, p, func(tx pgx.Tx, now time.Time) (Turn, Audit, error) {
+	return Do(ctx, s, "turn.open", p.Meta, p, func(tx *Tx, now time.Time) (Turn, Audit, error) {
 		t, err := OpenTurnTx(ctx, tx, p, now)
 		if err != nil {
 			return Turn{}, Audit{}, err
@@ -141,7 +141,7 @@ func (s *Store) EndTurn(ctx context.Context, p EndTurnParams) (Turn, error) {
 		return Turn{}, err
 	}
 	logTail := keepTail(strings.ToValidUTF8(strings.ReplaceAll(p.LogTail, "\x00", ""), "\uFFFD"), MaxText)
-	return run(ctx, s, "turn.end", p.Meta, p, func(tx pgx.Tx, now time.Time) (Turn, Audit, error) {
+	return Do(ctx, s, "turn.end", p.Meta, p, func(tx *Tx, now time.Time) (Turn, Audit, error) {
 		t, err := getTurn(ctx, tx, p.GoalID, p.AgentID, p.InstanceID, true)
 		if err != nil {
 			return Turn{}, Audit{}, err
@@ -201,7 +201,7 @@ func (s *Store) GetTurn(ctx context.Context, goalID, agentID, instanceID string)
 	if err := checkID("agent_id", agentID); err != nil {
 		return Turn{}, err
 	}
-	return getTurn(ctx, s.pool, goalID, agentID, instanceID, false)
+	return getTurn(ctx, s.DB(), goalID, agentID, instanceID, false)
 }
 
 // ExpireTurns ends every live turn whose lease has passed as abandoned, audits each, and
@@ -209,7 +209,7 @@ func (s *Store) GetTurn(ctx context.Context, goalID, agentID, instanceID string)
 func (s *Store) ExpireTurns(ctx context.Context) ([]Turn, error) {
 	now := s.now()
 	var out []Turn
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+	err := s.WithTx(ctx, func(tx *Tx) error {
 		rows, err := tx.Query(ctx, `
 			UPDATE turn SET state = 'abandoned', ended_at = $1, outcome = 'lease expired'
 			WHERE state = 'live' AND lease_expires_at <= $1
@@ -265,7 +265,7 @@ func (s *Store) RenewTurn(ctx context.Context, p RenewTurnParams) (Turn, error) 
 	if lease == 0 {
 		lease = DefaultTurnLease
 	}
-	return run(ctx, s, "turn.renew", p.Meta, p, func(tx pgx.Tx, now time.Time) (Turn, Audit, error) {
+	return Do(ctx, s, "turn.renew", p.Meta, p, func(tx *Tx, now time.Time) (Turn, Audit, error) {
 		t, err := getTurn(ctx, tx, p.GoalID, p.AgentID, p.InstanceID, true)
 		if err != nil {
 			return Turn{}, Audit{}, err

@@ -12,7 +12,7 @@ func (s *Store) RecordTurnLog(ctx context.Context, turnID int64, tail string) er
 	if r := []rune(tail); len(r) > 12000 {
 		tail = string(r[len(r)-12000:])
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE turn SET log_tail = $2 WHERE id = $1 AND log_tail = ''`, turnID, tail); err != nil {
+	if _, err := s.DB().Exec(ctx, `UPDATE turn SET log_tail = $2 WHERE id = $1 AND log_tail = ''`, turnID, tail); err != nil {
 		return fmt.Errorf("record turn log: %w", mapErr(err))
 	}
 	return nil

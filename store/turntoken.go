@@ -20,7 +20,7 @@ func (s *Store) IssueTurnToken(ctx context.Context, turn Turn, expires time.Time
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	token := turnTokenPrefix + hex.EncodeToString(b)
-	if _, err := s.pool.Exec(ctx, `INSERT INTO turn_token (token_hash, goal_id, agent_id, turn_id, expires_at)
+	if _, err := s.DB().Exec(ctx, `INSERT INTO turn_token (token_hash, goal_id, agent_id, turn_id, expires_at)
 		VALUES ($1, $2, $3, $4, $5)`, HashToken(token), turn.GoalID, turn.AgentID, turn.ID, expires); err != nil {
 		return "", fmt.Errorf("issue turn token: %w", mapErr(err))
 	}
@@ -30,7 +30,7 @@ func (s *Store) IssueTurnToken(ctx context.Context, turn Turn, expires time.Time
 // AgentByTurnToken finds the agent a per-turn token acts as. The token is valid while its
 // turn is live and it has not expired; otherwise it is ErrNotFound, like an unknown token.
 func (s *Store) AgentByTurnToken(ctx context.Context, hash []byte) (Agent, error) {
-	a, err := scanAgent(s.pool.QueryRow(ctx, `SELECT `+prefixCols("a.", agentCols)+`
+	a, err := scanAgent(s.DB().QueryRow(ctx, `SELECT `+prefixCols("a.", agentCols)+`
 		FROM turn_token t JOIN turn u ON u.id = t.turn_id AND u.state = 'live'
 		JOIN agent a ON a.goal_id = t.goal_id AND a.id = t.agent_id
 		WHERE t.token_hash = $1 AND t.expires_at > now()`, hash))
@@ -45,7 +45,7 @@ func (s *Store) AgentByTurnToken(ctx context.Context, hash []byte) (Agent, error
 
 // RevokeTurnTokens deletes the tokens of a turn once it has ended.
 func (s *Store) RevokeTurnTokens(ctx context.Context, turnID int64) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM turn_token WHERE turn_id = $1`, turnID); err != nil {
+	if _, err := s.DB().Exec(ctx, `DELETE FROM turn_token WHERE turn_id = $1`, turnID); err != nil {
 		return fmt.Errorf("revoke turn tokens: %w", mapErr(err))
 	}
 	return nil

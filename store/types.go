@@ -46,15 +46,6 @@ type Goal struct {
 	UpdatedAt     time.Time `json:"updated_at"`
 }
 
-// IsOwner reports whether openID may steer the goal and answer its gates.
-func (g Goal) IsOwner(openID string) bool { return openID != "" && contains(g.Owners, openID) }
-
-// IsMember reports whether openID may message the goal's agents and read its status.
-// Owners are members.
-func (g Goal) IsMember(openID string) bool {
-	return openID != "" && (contains(g.Members, openID) || contains(g.Owners, openID))
-}
-
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -221,6 +212,8 @@ type Audit struct {
 	Target  string          `json:"target"`
 	Allowed bool            `json:"allowed"`
 	Detail  json.RawMessage `json:"detail"`
+
+	skip bool // NoAudit: an operation with nothing to record
 }
 
 // Receipt is the stored result of an idempotent operation.
@@ -364,8 +357,8 @@ type AskGateParams struct {
 	TodoID   int64
 	// Notice, when set, runs inside the transaction with the new gate and returns the outbox
 	// rows that announce it (the gate card).
-	Notice func(Gate) ([]OutboxInsert, error) `json:"-"`
-	Meta   Meta                               `json:"-"`
+	Notice NoticeFunc `json:"-"`
+	Meta   Meta       `json:"-"`
 }
 
 // AnswerGateParams answers an open gate. AnsweredBy must be an owner of the goal; anyone else
@@ -383,8 +376,8 @@ type AnswerGateParams struct {
 	// answer any goal's gates without being an owner.
 	ByAdmin bool
 	// Notice, when set, runs inside the transaction with the answered gate (card update).
-	Notice func(Gate) ([]OutboxInsert, error) `json:"-"`
-	Meta   Meta                               `json:"-"`
+	Notice NoticeFunc `json:"-"`
+	Meta   Meta       `json:"-"`
 }
 
 // CancelGateParams withdraws an open gate; only the agent that asked may.
@@ -392,8 +385,8 @@ type CancelGateParams struct {
 	GoalID  string
 	GateID  int64
 	AgentID string
-	Notice  func(Gate) ([]OutboxInsert, error) `json:"-"`
-	Meta    Meta                               `json:"-"`
+	Notice  NoticeFunc `json:"-"`
+	Meta    Meta       `json:"-"`
 }
 
 // ListGatesParams filters ListGates.

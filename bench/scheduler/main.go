@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	neturl "net/url"
 	"os"
 	"os/signal"
 	"runtime"
@@ -25,9 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"loopx/scheduler"
 	"loopx/scheduler/quota"
@@ -96,46 +92,11 @@ func run(ctx context.Context, sizes, out string, workers int) error {
 // newDatabase creates a migrated database on the test server and returns its URL and a
 // function that drops it.
 func newDatabase(ctx context.Context) (string, func(), error) {
-	admin := storetest.ServerURL()
-	conn, err := pgx.Connect(ctx, admin)
+	url, drop, err := storetest.CreateDatabase(ctx, storetest.ServerURL(), "loopx_bench_")
 	if err != nil {
-		return "", nil, fmt.Errorf("connect to the test server: %w", err)
-	}
-	defer conn.Close(ctx)
-	name := fmt.Sprintf("loopx_bench_%d", time.Now().UnixNano())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("create database: %w", err)
-	}
-	drop := func() {
-		c, err := pgx.Connect(context.Background(), admin)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	cfg, err := pgx.ParseConfig(admin)
-	if err != nil {
-		drop()
 		return "", nil, err
 	}
-	cfg.Database = name
-	url := cfg.ConnString()
-	if u, err := neturl.Parse(admin); err == nil && strings.HasPrefix(u.Scheme, "postgres") {
-		u.Path = "/" + name
-		url = u.String()
-	}
-	pool, err := store.Open(ctx, url)
-	if err != nil {
-		drop()
-		return "", nil, err
-	}
-	defer pool.Close()
-	if err := store.Migrate(ctx, pool); err != nil {
-		drop()
-		return "", nil, err
-	}
-	return url, drop, nil
+	return url, func() { _ = drop() }, nil
 }
 
 func measure(ctx context.Context, goals, workers int) (result, error) {
@@ -195,8 +156,17 @@ func measure(ctx context.Context, goals, workers int) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	lat, err := pgx.CollectRows(rows, pgx.RowTo[float64])
-	if err != nil {
+	var lat []float64
+	for rows.Next() {
+		var ms float64
+		if err := rows.Scan(&ms); err != nil {
+			rows.Close()
+			return r, err
+		}
+		lat = append(lat, ms)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return r, err
 	}
 	slices.Sort(lat)
@@ -211,7 +181,7 @@ func measure(ctx context.Context, goals, workers int) (result, error) {
 	return r, nil
 }
 
-func seed(ctx context.Context, pool *pgxpool.Pool, n int) error {
+func seed(ctx context.Context, pool store.DB, n int) error {
 	if _, err := pool.Exec(ctx, `INSERT INTO goal (id, title, heartbeat_spec, heartbeat_tz, owners)
 		SELECT 'b' || lpad(i::text, 7, '0'), 'bench goal ' || i, '* * * * *', 'UTC', '{ou_bench}'
 		FROM generate_series(1, $1) AS i`, n); err != nil {

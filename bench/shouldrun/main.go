@@ -9,14 +9,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -28,7 +26,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"loopx/store"
+	"loopx/store/storetest"
 )
 
 const adminToken = "bench-admin-token-0123456789abcdef"
@@ -111,28 +110,11 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	name := "loopx_bench_" + strings.ToLower(rand.Text()[:8])
-	conn, err := pgx.Connect(ctx, *admin)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return fmt.Errorf("create database: %w", err)
-	}
-	defer func() {
-		c2, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(c2, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-		_ = conn.Close(c2)
-	}()
-	cfg, err := pgx.ParseConfig(*admin)
+	dbURL, drop, err := storetest.CreateDatabase(ctx, *admin, "loopx_bench_")
 	if err != nil {
 		return err
 	}
-	dbURL := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
-	if cfg.Password != "" {
-		dbURL = fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", cfg.User, url.QueryEscape(cfg.Password), cfg.Host, cfg.Port, name)
-	}
+	defer func() { _ = drop() }()
 
 	addr, err := freeAddr()
 	if err != nil {
@@ -155,16 +137,17 @@ func run() error {
 		return fmt.Errorf("%w\n%s", err, logs.String())
 	}
 
-	db, err := pgx.Connect(ctx, dbURL)
+	db, err := store.Open(ctx, dbURL)
 	if err != nil {
 		return err
 	}
 	for _, q := range seed {
 		if _, err := db.Exec(ctx, q); err != nil {
+			db.Close()
 			return fmt.Errorf("seed: %w", err)
 		}
 	}
-	_ = db.Close(ctx)
+	db.Close()
 
 	// An agent token, as an agent host would use.
 	reg := exec.CommandContext(ctx, *bin, "agent", "rotate-token", "--goal-id", "measured", "--agent-id", "a", "--format", "json")

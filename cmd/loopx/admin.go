@@ -85,7 +85,7 @@ type check struct {
 // doctorHooks are extra checks other areas add (one line each), e.g. the Lark connection.
 func doctorHooks() []func(ctx context.Context, getenv func(string) string) check {
 	return []func(ctx context.Context, getenv func(string) string) check{
-		larkSettingsCheck,
+		settingsCheck,
 		larkAppCheck, larkLinkCheck, larkOutboxCheck,
 	}
 }
@@ -177,15 +177,15 @@ server cannot be reached.`,
 	}
 }
 
-// larkSettingsCheck passes when the Lark app is configured, or when it is not (the server
-// then runs the sandbox emulator); it fails on a half configuration.
-func larkSettingsCheck(_ context.Context, getenv func(string) string) check {
-	id, secret := getenv("LARK_APP_ID"), getenv("LARK_APP_SECRET")
+// settingsCheck loads the server's settings from this environment as `loopx serve` would,
+// and names every variable that is wrong.
+func settingsCheck(_ context.Context, getenv func(string) string) check {
+	cfg, err := loadConfig(getenv)
 	switch {
-	case id == "" && secret == "":
-		return check{Name: "lark", OK: true, Detail: "no LARK_APP_ID: the server runs the sandbox Lark emulator (loopx chat)"}
-	case id == "" || secret == "":
-		return check{Name: "lark", OK: false, Detail: "set both LARK_APP_ID and LARK_APP_SECRET (or neither, for the sandbox)"}
+	case err != nil:
+		return check{Name: "settings", Detail: err.Error()}
+	case cfg.Sandbox:
+		return check{Name: "settings", OK: true, Detail: "no LARK_APP_ID: the server runs the sandbox Lark emulator (loopx chat)"}
 	}
-	return check{Name: "lark", OK: true, Detail: "Lark app " + id + " configured"}
+	return check{Name: "settings", OK: true, Detail: "Lark app " + cfg.Lark.AppID + " configured"}
 }

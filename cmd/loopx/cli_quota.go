@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -114,7 +115,7 @@ func printDecision(w io.Writer, raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return fmt.Errorf("decode answer: %w", err)
 	}
-	fmt.Fprintf(w, "%s (%s): %s\n", d.Decision, d.State, firstNonEmpty(d.Message, d.Reason))
+	fmt.Fprintf(w, "%s (%s): %s\n", d.Decision, d.State, cmp.Or(d.Message, d.Reason))
 	if d.EffectiveAction != "" {
 		fmt.Fprintf(w, "action: %s\n", d.EffectiveAction)
 	}
@@ -131,15 +132,6 @@ func printDecision(w io.Writer, raw json.RawMessage) error {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "next check: %s in %d min\n", d.Hint.Action, d.Hint.Interval)
 	return nil
-}
-
-func firstNonEmpty(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 func (a *app) refreshStateCommand() *cobra.Command {

@@ -117,10 +117,12 @@ func TestConfigNamesTheBadVariable(t *testing.T) {
 		_, err := loadConfig(env(vars))
 		require.ErrorContains(t, err, k)
 	}
-	cfg, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_ADMINS": "ou_a, ou_b,", "LARK_APP_ID": "cli_x"}))
+	cfg, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_ADMINS": "ou_a, ou_b,", "LARK_APP_ID": "cli_x", "LARK_APP_SECRET": "s"}))
 	require.NoError(t, err)
 	require.Equal(t, []string{"ou_a", "ou_b"}, cfg.Admins)
 	require.False(t, cfg.Sandbox)
+	_, err = loadConfig(env(map[string]string{"HOME": "/h", "LARK_APP_ID": "cli_x"}))
+	require.ErrorContains(t, err, "LARK_APP_SECRET", "half a Lark app is an error, not the sandbox")
 	require.Equal(t, "REDACTED", secret("s3cret").String())
 	cfg, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_LANG": "zh", "LOOPX_RECEIPT": "reply",
 		"LOOPX_INBOX_ACK_TIMEOUT": "30m", "LOOPX_INBOX_MAX_PENDING": "50"}))
@@ -129,6 +131,47 @@ func TestConfigNamesTheBadVariable(t *testing.T) {
 	require.Equal(t, "reply", cfg.Receipt)
 	require.Equal(t, 30*time.Minute, cfg.Inbox.AckTimeout)
 	require.Equal(t, 50, cfg.Inbox.MaxPending)
+}
+
+// Every setting is read by loadConfig, before anything starts; on/off settings take the
+// documented words and refuse anything else, naming the variable (LOOPX_SCHEDULER=flase used
+// to leave the scheduler on).
+func TestConfigOnOffSettingsAreStrict(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(env(map[string]string{"HOME": "/h"}))
+	require.NoError(t, err)
+	require.True(t, cfg.Bot)
+	require.True(t, cfg.Scheduler.Enabled)
+	require.True(t, cfg.Scheduler.Demo)
+	require.False(t, cfg.Scheduler.ExecShell)
+	for _, off := range []string{"0", "false", "FALSE", "no", "off", " Off "} {
+		cfg, err := loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_SCHEDULER": off, "LOOPX_BOT": off, "LOOPX_DEMO": off}))
+		require.NoError(t, err, off)
+		require.False(t, cfg.Scheduler.Enabled, off)
+		require.False(t, cfg.Bot, off)
+		require.False(t, cfg.Scheduler.Demo, off)
+	}
+	for _, on := range []string{"1", "true", "yes", "on", "ON"} {
+		cfg, err := loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_EXEC_SHELL": on}))
+		require.NoError(t, err, on)
+		require.True(t, cfg.Scheduler.ExecShell, on)
+	}
+	for _, name := range []string{"LOOPX_BOT", "LOOPX_SCHEDULER", "LOOPX_DEMO", "LOOPX_EXEC_SHELL"} {
+		_, err := loadConfig(env(map[string]string{"HOME": "/h", name: "flase"}))
+		require.ErrorContains(t, err, name+": \"flase\" is not on or off")
+	}
+	for k, v := range map[string]string{"LOOPX_JITTER_MAX": "soon", "LOOPX_TEST_CLOCK": "now"} {
+		_, err := loadConfig(env(map[string]string{"HOME": "/h", k: v}))
+		require.ErrorContains(t, err, k)
+	}
+	cfg, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_JITTER_MAX": "0", "LOOPX_REPLICA": "r1"}))
+	require.NoError(t, err)
+	require.Negative(t, cfg.Scheduler.MaxJitter, "0 means no jitter at all")
+	require.Equal(t, "r1", cfg.Replica)
+	// Several bad settings are all named at once.
+	_, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_BOT": "x", "LOOPX_LANG": "fr"}))
+	require.ErrorContains(t, err, "LOOPX_BOT")
+	require.ErrorContains(t, err, "LOOPX_LANG")
 }
 
 func TestWithPoolSize(t *testing.T) {

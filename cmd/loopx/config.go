@@ -2,13 +2,16 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"loopx/bot"
 	"loopx/inbox"
 )
 
@@ -32,9 +35,39 @@ type LarkConfig struct {
 	EncryptKey        secret
 	Transport         string // ws (default) | http
 	BaseURL           string // Lark OpenAPI base; "" = the SDK default (Feishu)
+	BotOpenID         string // LARK_BOT_OPEN_ID: skips asking Lark who the bot is
 }
 
-// Config is everything `loopx serve` reads from the environment.
+// botConfig is the Lark app as package bot takes it, defaults filled in.
+func (l LarkConfig) botConfig() bot.Config {
+	return bot.Config{
+		AppID: l.AppID, AppSecret: string(l.AppSecret), VerificationToken: string(l.VerificationToken),
+		EncryptKey: string(l.EncryptKey), BaseURL: l.BaseURL, Transport: l.Transport,
+	}.WithDefaults()
+}
+
+// SchedulerConfig is what the scheduler wiring reads.
+type SchedulerConfig struct {
+	Enabled   bool          // LOOPX_SCHEDULER (default on)
+	Demo      bool          // LOOPX_DEMO: seed the demo goal in sandbox mode (default on)
+	MaxJitter time.Duration // LOOPX_JITTER_MAX; negative = none (LOOPX_JITTER_MAX=0), 0 = the default
+	ExecShell bool          // LOOPX_EXEC_SHELL: exec agents may use a shell command line
+	AgentURL  string        // LOOPX_AGENT_URL: the URL agents call back on; "" = from Listen
+	// TestClock, process-level tests only (LOOPX_TEST_CLOCK): an accelerated clock that every
+	// replica computes alike. Zero Scale = the real clock.
+	TestClock testClock
+}
+
+// testClock reads Epoch + (real now - Anchor) × Scale.
+type testClock struct {
+	Epoch  time.Time
+	Anchor time.Time
+	Scale  float64
+}
+
+// Config is everything `loopx serve` reads from the environment. loadConfig reads and checks
+// every variable before anything starts (the private database included), so a typo stops the
+// process with the variable named instead of surfacing minutes later.
 type Config struct {
 	Listen      string // LOOPX_LISTEN
 	DatabaseURL secret // DATABASE_URL; "" = a private cluster under Home
@@ -46,6 +79,13 @@ type Config struct {
 	Lark        LarkConfig
 	// Sandbox runs the built-in Lark emulator instead of Lark (--sandbox, or no LARK_APP_ID).
 	Sandbox bool
+	// SandboxAddr is where the emulator listens (LOOPX_SANDBOX_ADDR); "" = 127.0.0.1:7378, or
+	// any free port when that one is taken.
+	SandboxAddr string
+	// SandboxToken guards the emulator's control API (LOOPX_SANDBOX_TOKEN); "" = none.
+	SandboxToken secret
+	// Bot runs the Lark side (LOOPX_BOT, default on).
+	Bot bool
 	// Lang answers chats whose chat and goal set no language (LOOPX_LANG: en | zh).
 	Lang string
 	// Receipt acknowledges a message taken into an inbox (LOOPX_RECEIPT: reaction | reply).
@@ -53,32 +93,49 @@ type Config struct {
 	// Inbox bounds: LOOPX_INBOX_ACK_TIMEOUT (a drained, unacked item returns to pending after
 	// it) and LOOPX_INBOX_MAX_PENDING (unacknowledged items per agent). Zero = the defaults.
 	Inbox inbox.Options
+	// Replica names this process in tick rows and in its claims (LOOPX_REPLICA); default
+	// host:pid.
+	Replica   string
+	Scheduler SchedulerConfig
 }
 
 // loadConfig reads and validates the environment.
 func loadConfig(getenv func(string) string) (Config, error) {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
+	}
+	flag := func(name string, def bool) bool {
+		v, err := parseBool(getenv(name), def)
+		if err != nil {
+			bad(name, "%v", err)
+		}
+		return v
+	}
 	home := getenv("LOOPX_HOME")
 	if home == "" {
 		h := getenv("HOME")
 		if h == "" {
-			return Config{}, fmt.Errorf("LOOPX_HOME: not set and HOME is empty; set LOOPX_HOME to a directory for LoopX's data")
+			bad("LOOPX_HOME", "not set and HOME is empty; set LOOPX_HOME to a directory for LoopX's data")
 		}
 		home = filepath.Join(h, ".loopx")
 	}
 	cfg := Config{
-		Listen:      cmp.Or(getenv("LOOPX_LISTEN"), DefaultListen),
-		DatabaseURL: secret(getenv("DATABASE_URL")),
-		Home:        home,
-		AdminToken:  secret(getenv("LOOPX_ADMIN_TOKEN")),
-		LogFormat:   cmp.Or(strings.ToLower(getenv("LOG_FORMAT")), "text"),
-		Lark: LarkConfig{
-			AppID:             getenv("LARK_APP_ID"),
-			AppSecret:         secret(getenv("LARK_APP_SECRET")),
-			VerificationToken: secret(getenv("LARK_VERIFICATION_TOKEN")),
-			EncryptKey:        secret(getenv("LARK_ENCRYPT_KEY")),
-			Transport:         cmp.Or(strings.ToLower(getenv("LARK_TRANSPORT")), "ws"),
-			BaseURL:           getenv("LARK_BASE_URL"),
+		Listen:       cmp.Or(getenv("LOOPX_LISTEN"), DefaultListen),
+		DatabaseURL:  secret(getenv("DATABASE_URL")),
+		Home:         home,
+		AdminToken:   secret(getenv("LOOPX_ADMIN_TOKEN")),
+		LogFormat:    cmp.Or(strings.ToLower(getenv("LOG_FORMAT")), "text"),
+		SandboxAddr:  getenv("LOOPX_SANDBOX_ADDR"),
+		SandboxToken: secret(getenv("LOOPX_SANDBOX_TOKEN")),
+		Bot:          flag("LOOPX_BOT", true),
+		Scheduler: SchedulerConfig{
+			Enabled:   flag("LOOPX_SCHEDULER", true),
+			Demo:      flag("LOOPX_DEMO", true),
+			ExecShell: flag("LOOPX_EXEC_SHELL", false),
+			AgentURL:  getenv("LOOPX_AGENT_URL"),
 		},
+		Replica: getenv("LOOPX_REPLICA"),
 	}
 	for _, a := range strings.Split(getenv("LOOPX_ADMINS"), ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -86,41 +143,117 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
-		return Config{}, fmt.Errorf("LOG_FORMAT: %q is not text or json", cfg.LogFormat)
+		bad("LOG_FORMAT", "%q is not text or json", cfg.LogFormat)
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(cmp.Or(getenv("LOG_LEVEL"), "info"))); err != nil {
-		return Config{}, fmt.Errorf("LOG_LEVEL: %q is not debug, info, warn or error", getenv("LOG_LEVEL"))
-	}
-	if cfg.Lark.Transport != "ws" && cfg.Lark.Transport != "http" {
-		return Config{}, fmt.Errorf("LARK_TRANSPORT: %q is not ws or http", cfg.Lark.Transport)
+		bad("LOG_LEVEL", "%q is not debug, info, warn or error", getenv("LOG_LEVEL"))
 	}
 	if t := string(cfg.AdminToken); t != "" && len(t) < 16 {
-		return Config{}, fmt.Errorf("LOOPX_ADMIN_TOKEN: is %d characters; use at least 16 (e.g. openssl rand -hex 32)", len(t))
+		bad("LOOPX_ADMIN_TOKEN", "is %d characters; use at least 16 (e.g. openssl rand -hex 32)", len(t))
 	}
 	cfg.Lang = cmp.Or(strings.ToLower(getenv("LOOPX_LANG")), "en")
 	if cfg.Lang != "en" && cfg.Lang != "zh" {
-		return Config{}, fmt.Errorf("LOOPX_LANG: %q is not en or zh", cfg.Lang)
+		bad("LOOPX_LANG", "%q is not en or zh", cfg.Lang)
 	}
 	cfg.Receipt = cmp.Or(strings.ToLower(getenv("LOOPX_RECEIPT")), "reaction")
 	if cfg.Receipt != "reaction" && cfg.Receipt != "reply" {
-		return Config{}, fmt.Errorf("LOOPX_RECEIPT: %q is not reaction or reply", cfg.Receipt)
+		bad("LOOPX_RECEIPT", "%q is not reaction or reply", cfg.Receipt)
 	}
 	if v := getenv("LOOPX_INBOX_ACK_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Minute || d > 7*24*time.Hour {
-			return Config{}, fmt.Errorf("LOOPX_INBOX_ACK_TIMEOUT: %q is not a duration between 1m and 168h (e.g. 15m)", v)
+			bad("LOOPX_INBOX_ACK_TIMEOUT", "%q is not a duration between 1m and 168h (e.g. 15m)", v)
 		}
 		cfg.Inbox.AckTimeout = d
 	}
 	if v := getenv("LOOPX_INBOX_MAX_PENDING"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100000 {
-			return Config{}, fmt.Errorf("LOOPX_INBOX_MAX_PENDING: %q is not a whole number from 1 to 100000", v)
+			bad("LOOPX_INBOX_MAX_PENDING", "%q is not a whole number from 1 to 100000", v)
 		}
 		cfg.Inbox.MaxPending = n
 	}
-	cfg.Sandbox = cfg.Lark.AppID == ""
+	if v := getenv("LOOPX_JITTER_MAX"); v != "" {
+		j, err := time.ParseDuration(v)
+		switch {
+		case err != nil || j < 0 || j > 24*time.Hour:
+			bad("LOOPX_JITTER_MAX", "%q is not a duration between 0 and 24h such as 60s", v)
+		case j == 0:
+			cfg.Scheduler.MaxJitter = -1 // none
+		default:
+			cfg.Scheduler.MaxJitter = j
+		}
+	}
+	if v := getenv("LOOPX_TEST_CLOCK"); v != "" {
+		c, err := parseTestClock(v)
+		if err != nil {
+			bad("LOOPX_TEST_CLOCK", "%v", err)
+		}
+		cfg.Scheduler.TestClock = c
+	}
+	if cfg.Replica == "" {
+		host, _ := os.Hostname()
+		cfg.Replica = cmp.Or(host, "loopx") + ":" + strconv.Itoa(os.Getpid())
+	}
+	var err error
+	if cfg.Lark, cfg.Sandbox, err = loadLarkConfig(getenv); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
+}
+
+// loadLarkConfig reads the Lark app settings. With neither LARK_APP_ID nor LARK_APP_SECRET
+// the server runs the sandbox (sandbox true); otherwise the app must be complete.
+func loadLarkConfig(getenv func(string) string) (LarkConfig, bool, error) {
+	l := LarkConfig{
+		AppID:             strings.TrimSpace(getenv("LARK_APP_ID")),
+		AppSecret:         secret(strings.TrimSpace(getenv("LARK_APP_SECRET"))),
+		VerificationToken: secret(strings.TrimSpace(getenv("LARK_VERIFICATION_TOKEN"))),
+		EncryptKey:        secret(strings.TrimSpace(getenv("LARK_ENCRYPT_KEY"))),
+		Transport:         cmp.Or(strings.ToLower(strings.TrimSpace(getenv("LARK_TRANSPORT"))), "ws"),
+		BaseURL:           strings.TrimSpace(getenv("LARK_BASE_URL")),
+		BotOpenID:         strings.TrimSpace(getenv("LARK_BOT_OPEN_ID")),
+	}
+	if l.AppID == "" && l.AppSecret == "" {
+		if l.Transport != bot.TransportWS && l.Transport != bot.TransportHTTP {
+			return l, true, fmt.Errorf("LARK_TRANSPORT: %q is not ws or http", l.Transport)
+		}
+		return l, true, nil
+	}
+	return l, false, l.botConfig().Validate()
+}
+
+// parseBool reads an on/off setting: 1, true, yes, on or 0, false, no, off (any case); ""
+// is def. Anything else is an error, so LOOPX_SCHEDULER=flase does not silently mean "on".
+func parseBool(v string, def bool) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return def, nil
+	case "1", "true", "yes", "on":
+		return true, nil
+	case "0", "false", "no", "off":
+		return false, nil
+	}
+	return def, fmt.Errorf("%q is not on or off (use 1, true, yes, on or 0, false, no, off)", v)
+}
+
+// parseTestClock reads "<epoch RFC 3339>,<anchor unix ns>,<scale>".
+func parseTestClock(v string) (testClock, error) {
+	bad := fmt.Errorf("%q is not <epoch RFC 3339>,<anchor unix ns>,<scale>", v)
+	parts := strings.Split(v, ",")
+	if len(parts) != 3 {
+		return testClock{}, bad
+	}
+	epoch, err1 := time.Parse(time.RFC3339, parts[0])
+	anchorNS, err2 := strconv.ParseInt(parts[1], 10, 64)
+	scale, err3 := strconv.ParseFloat(parts[2], 64)
+	if err1 != nil || err2 != nil || err3 != nil || scale <= 0 {
+		return testClock{}, bad
+	}
+	return testClock{Epoch: epoch, Anchor: time.Unix(0, anchorNS), Scale: scale}, nil
 }
 
 // newLogger builds the process's one slog handler.

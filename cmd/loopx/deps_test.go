@@ -91,6 +91,28 @@ func TestDependencyRule(t *testing.T) {
 	require.Empty(t, violations, "the dependency rule in docs/architecture.md is broken")
 }
 
+// Only package store (and the packages under it) talks to PostgreSQL through pgx: every other
+// package passes store's executor along and checks store's sentinel errors, so a transaction
+// can be seen and bounded in one place. Test files may use pgx to inspect the database.
+func TestOnlyStoreImportsPgx(t *testing.T) {
+	t.Parallel()
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "loopx/...").CombinedOutput()
+	require.NoError(t, err, "go list: %s", out)
+	var leaks []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] == "loopx/store" || strings.HasPrefix(fields[0], "loopx/store/") {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, "github.com/jackc/pgx") {
+				leaks = append(leaks, fields[0]+" imports "+imp)
+			}
+		}
+	}
+	require.Empty(t, leaks, "only package store imports pgx")
+}
+
 func TestDependencyRuleCatchesViolations(t *testing.T) {
 	t.Parallel()
 	require.False(t, allowed("loopx/store", "loopx/router"))

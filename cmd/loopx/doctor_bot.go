@@ -21,15 +21,16 @@ import (
 // Without LARK_APP_ID the server runs the sandbox and there is nothing to ask.
 func larkAppCheck(ctx context.Context, getenv func(string) string) check {
 	c := check{Name: "lark app"}
-	if !bot.Configured(getenv) {
+	lark, sandboxed, err := loadLarkConfig(getenv)
+	switch {
+	case err != nil:
+		c.Detail = err.Error()
+		return c
+	case sandboxed:
 		c.OK, c.Detail = true, "no Lark app configured (sandbox)"
 		return c
 	}
-	cfg, err := bot.ConfigFromEnv(getenv)
-	if err != nil {
-		c.Detail = err.Error()
-		return c
-	}
+	cfg := lark.botConfig()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	openID, name, err := bot.NewClient(cfg, 5*time.Second).BotInfo(ctx)
@@ -84,17 +85,12 @@ var failedRowsRE = regexp.MustCompile(`(?m)^loopx_outbox_failed_rows\{code="(-?\
 
 // failureAdvice says what to do about a Lark code the sender gave up on.
 func failureAdvice(code string) string {
-	switch code {
-	case "230002":
-		return "bot not in the chat: add the bot to the group"
-	case "99991672":
-		return "scope missing: enable the scope Lark names (see docs/lark-setup.md) and publish a version"
-	case "230001":
-		return "Lark refused the message as invalid: report it with the outbox id"
-	case "0":
-		return "refused before sending (too large or malformed)"
+	n, err := strconv.Atoi(code)
+	if err != nil {
+		return "see the outbox rows' last_error"
 	}
-	return "see the outbox rows' last_error"
+	_, text := bot.Advice(n)
+	return text
 }
 
 // larkOutboxCheck reports messages the sender gave up on (from the server's /metrics, which

@@ -56,5 +56,5 @@ func TestDoctorLarkChecks(t *testing.T) {
 	defer srv.Close()
 	c = larkOutboxCheck(t.Context(), env(map[string]string{"LOOPX_URL": srv.URL}))
 	require.False(t, c.OK)
-	require.Contains(t, c.Detail, "3 failed with code 230002 (bot not in the chat")
+	require.Contains(t, c.Detail, "3 failed with code 230002 (the bot is not in the chat")
 }

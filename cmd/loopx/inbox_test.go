@@ -8,17 +8,25 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/inbox"
+	"loopx/router"
 	"loopx/router/api"
 	"loopx/scheduler/quota"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 func TestInboxCommands(t *testing.T) {
 	t.Parallel()
 	const admin = "admin-token-for-inbox-cli-tests"
 	st := storetest.New(t, store.Options{})
-	srv, err := api.New(api.Options{Store: st, Quota: quota.NewService(st, quota.Options{}), AdminToken: admin})
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	ib, err := inbox.New(st, inbox.Options{Templates: tpl})
+	require.NoError(t, err)
+	srv, err := api.New(api.Options{Store: st, Quota: quota.NewService(st, quota.Options{}), AdminToken: admin,
+		Inbox: ib, GateCards: router.NewGateCards(tpl, "en")})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
@@ -27,7 +35,7 @@ func TestInboxCommands(t *testing.T) {
 	require.NoError(t, err)
 	ag, err := st.RegisterAgent(t.Context(), store.RegisterAgentParams{GoalID: "demo", AgentID: "codex", Meta: meta})
 	require.NoError(t, err)
-	it, _, err := store.InsertInboxItem(t.Context(), st.Pool(), store.InboxInsert{
+	it, _, err := store.InsertInboxItem(t.Context(), st.DB(), store.InboxInsert{
 		GoalID: "demo", AgentID: "codex", Text: "please rebase", Sender: "ou_o",
 		SourceChat: "oc_1", SourceMessage: "om_src", SourceThread: "om_src",
 	}, 0)
@@ -46,7 +54,7 @@ func TestInboxCommands(t *testing.T) {
 	code, out, stderr = runInProcess(t, vars, "inbox", "reply", "--goal-id", "demo", "--agent-id", "codex", "--item", id, "--text", "rebased")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "outbox_id")
-	rows, err := store.OutboxAfter(t.Context(), st.Pool(), 0, 0)
+	rows, err := store.OutboxAfter(t.Context(), st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, "om_src", rows[0].ReplyTo)

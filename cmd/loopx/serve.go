@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,6 +22,7 @@ import (
 	"loopx/inbox"
 	"loopx/router"
 	"loopx/router/api"
+	"loopx/scheduler"
 	"loopx/scheduler/quota"
 	"loopx/store"
 	"loopx/store/devpg"
@@ -43,14 +43,23 @@ type component struct {
 // handlers on mux (before the listener starts) and metrics on registry.
 type deps struct {
 	cfg      Config
-	getenv   func(string) string
 	logger   *slog.Logger
-	pool     *pgxpool.Pool
 	store    *store.Store
 	quota    *quota.Service
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	now      func() time.Time
+	// schedulerNow is the clock of the scheduler and of the schedule fires it records: now,
+	// or in process-level tests an accelerated clock (LOOPX_TEST_CLOCK). scale is how much
+	// faster it runs.
+	schedulerNow   func() time.Time
+	schedulerScale float64
+	// Built once and shared by every area, so replies, cards, inbox bounds and digests agree
+	// on every surface.
+	templates *templates.Set
+	inbox     *inbox.Inbox
+	gateCards router.GateCards
+	digests   *scheduler.Digests
 	// ready holds the readiness checks areas add (the Lark link); /readyz reports them all.
 	// Filled while wiring, read only after the listener starts.
 	ready []readyCheck
@@ -89,9 +98,16 @@ database lock, so replicas may start together. The admin token is LOOPX_ADMIN_TO
 when unset, one generated once and kept in LOOPX_HOME/admin-token (mode 0600).
 With no LARK_APP_ID, or with --sandbox, the bot talks to the built-in Lark emulator.
 
+Every setting is read and checked before anything starts; a bad one stops serve (exit 2)
+with the variable named. On/off settings take 1, true, yes, on or 0, false, no, off.
+
 Environment: LOOPX_LISTEN, DATABASE_URL, LOOPX_HOME, LOOPX_ADMIN_TOKEN, LOOPX_ADMINS,
-LOG_FORMAT (text|json), LOG_LEVEL (debug|info|warn|error), LARK_APP_ID, LARK_APP_SECRET,
-LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY, LARK_TRANSPORT (ws|http).`,
+LOG_FORMAT (text|json), LOG_LEVEL (debug|info|warn|error), LOOPX_LANG (en|zh),
+LOOPX_RECEIPT (reaction|reply), LOOPX_INBOX_ACK_TIMEOUT, LOOPX_INBOX_MAX_PENDING,
+LOOPX_BOT, LOOPX_SCHEDULER, LOOPX_DEMO, LOOPX_EXEC_SHELL (on/off), LOOPX_JITTER_MAX,
+LOOPX_AGENT_URL, LOOPX_REPLICA, LOOPX_SANDBOX_ADDR, LOOPX_SANDBOX_TOKEN, LARK_APP_ID,
+LARK_APP_SECRET, LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY, LARK_TRANSPORT (ws|http),
+LARK_BASE_URL, LARK_BOT_OPEN_ID. docs/operations.md describes each.`,
 		Example: `  loopx serve
   DATABASE_URL=postgres://loopx@db/loopx LOOPX_ADMIN_TOKEN=$(openssl rand -hex 32) loopx serve
   loopx serve --sandbox`,
@@ -102,7 +118,7 @@ LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY, LARK_TRANSPORT (ws|http).`,
 				return usageError{fmt.Errorf("load config: %w", err)}
 			}
 			cfg.Sandbox = cfg.Sandbox || sandbox
-			return serve(cmd.Context(), cfg, a.getenv, newLogger(a.stderr, cfg.LogFormat, cfg.LogLevel))
+			return serve(cmd.Context(), cfg, newLogger(a.stderr, cfg.LogFormat, cfg.LogLevel))
 		},
 	}
 	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "talk to the built-in Lark emulator instead of Lark")
@@ -110,7 +126,7 @@ LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY, LARK_TRANSPORT (ws|http).`,
 }
 
 // serve runs the server until ctx is done or a component fails.
-func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *slog.Logger) error {
+func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	dbURL, stopDB, err := openDatabase(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -133,36 +149,24 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *
 	st := store.New(pool, store.Options{Now: now})
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	tpl, err := templates.New()
+	d, err := newDeps(cfg, logger, st, registry, now)
 	if err != nil {
-		return fmt.Errorf("load templates: %w", err)
-	}
-	// A stall gate opened by should-run is announced like any gate: a card in the goal's chats.
-	qs := quota.NewService(st, quota.Options{Now: now, GateNotice: router.GateNotice(ctx, st, tpl, cfg.Lang)})
-	ibOpts := inboxOptions(cfg, now)
-	ibOpts.Templates = tpl
-	ib, err := inbox.New(st, ibOpts)
-	if err != nil {
-		return fmt.Errorf("create inbox: %w", err)
+		return err
 	}
 	apiServer, err := api.New(api.Options{
-		Store: st, Quota: qs, AdminToken: token, Logger: logger.With("component", "api"),
-		Registry: registry, Now: now, Templates: tpl, Inbox: ib,
+		Store: st, Quota: d.quota, AdminToken: token, Logger: logger.With("component", "api"),
+		Registry: registry, Now: now, GateCards: d.gateCards, Inbox: d.inbox,
 	})
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", apiServer)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	d.mux.Handle("/v1/", apiServer)
+	d.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-
-	d := &deps{cfg: cfg, getenv: getenv, logger: logger, pool: pool, store: st, quota: qs,
-		mux: mux, registry: registry, now: now}
-	mux.HandleFunc("GET /readyz", readyz(pool, d))
+	d.mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	d.mux.HandleFunc("GET /readyz", readyz(d))
 	var comps []component
 	for _, wire := range wirings() {
 		cs, err := wire(ctx, d)
@@ -175,7 +179,7 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *
 	if err != nil {
 		return fmt.Errorf("listen on LOOPX_LISTEN %s: %w", cfg.Listen, err)
 	}
-	comps = append(comps, httpComponent(lis, mux, logger))
+	comps = append(comps, httpComponent(lis, d.mux, logger))
 
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range comps {
@@ -189,6 +193,42 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *
 		return nil
 	}
 	return err
+}
+
+// newDeps builds what every area shares, once: templates, the inbox, the gate card renderer,
+// report digests and the quota service.
+func newDeps(cfg Config, logger *slog.Logger, st *store.Store, registry *prometheus.Registry, now func() time.Time) (*deps, error) {
+	tpl, err := templates.New()
+	if err != nil {
+		return nil, fmt.Errorf("load templates: %w", err)
+	}
+	ibOpts := cfg.Inbox
+	ibOpts.Now, ibOpts.DefaultLang, ibOpts.Templates = now, cfg.Lang, tpl
+	ibOpts.Logger = logger.With("component", "inbox")
+	ib, err := inbox.New(st, ibOpts)
+	if err != nil {
+		return nil, fmt.Errorf("create inbox: %w", err)
+	}
+	digests, err := scheduler.NewDigests(scheduler.DigestConfig{Store: st, Templates: tpl})
+	if err != nil {
+		return nil, fmt.Errorf("create digests: %w", err)
+	}
+	cards := router.NewGateCards(tpl, cfg.Lang)
+	schedNow, scale := now, 1.0
+	if c := cfg.Scheduler.TestClock; c.Scale > 0 {
+		logger.Warn("the scheduler runs on an accelerated test clock", "epoch", c.Epoch, "scale", c.Scale)
+		schedNow, scale = func() time.Time {
+			return c.Epoch.Add(time.Duration(float64(time.Since(c.Anchor)) * c.Scale))
+		}, c.Scale
+	}
+	return &deps{
+		cfg: cfg, logger: logger, store: st, mux: http.NewServeMux(), registry: registry, now: now,
+		schedulerNow: schedNow, schedulerScale: scale,
+		templates: tpl, inbox: ib, gateCards: cards, digests: digests,
+		// A stall gate opened by should-run is announced like any gate: a card in the goal's
+		// chats, rendered inside the should-run's transaction.
+		quota: quota.NewService(st, quota.Options{Now: now, GateNotice: cards.Ask}),
+	}, nil
 }
 
 // untilDone runs c and turns an early nil return into an error, so errgroup stops the rest.
@@ -235,7 +275,7 @@ func httpComponent(lis net.Listener, h http.Handler, logger *slog.Logger) compon
 
 // readyz answers 200 when the database answers, its migrations are current and every check an
 // area added (the Lark link: connected, or the sandbox) passes.
-func readyz(pool *pgxpool.Pool, d *deps) http.HandlerFunc {
+func readyz(d *deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
@@ -251,9 +291,9 @@ func readyz(pool *pgxpool.Pool, d *deps) http.HandlerFunc {
 		var a answer
 		status := http.StatusOK
 		a.Status, a.Database = "ok", "ok"
-		if err := pool.Ping(ctx); err != nil {
+		if err := d.store.Ping(ctx); err != nil {
 			status, a.Status, a.Database = http.StatusServiceUnavailable, "unavailable", "unreachable"
-		} else if cur, latest, err := store.MigrationStatus(ctx, pool); err != nil {
+		} else if cur, latest, err := d.store.MigrationStatus(ctx); err != nil {
 			status, a.Status = http.StatusServiceUnavailable, "unavailable"
 		} else {
 			a.Migrations.Current, a.Migrations.Latest = cur, latest

@@ -9,11 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"loopx/bot"
@@ -22,7 +20,6 @@ import (
 	"loopx/router"
 	"loopx/scheduler"
 	"loopx/store"
-	"loopx/templates"
 )
 
 // wireBot runs the Lark side of `loopx serve`: the chat router behind the event intake (WS
@@ -30,7 +27,7 @@ import (
 // the lark_event pruner, and in sandbox mode the Lark emulator itself. It also serves
 // GET /readyz/lark and registers the bot's metrics. LOOPX_BOT=off leaves all of it out.
 func wireBot(ctx context.Context, d *deps) ([]component, error) {
-	if d.getenv("LOOPX_BOT") == "off" {
+	if !d.cfg.Bot {
 		d.logger.Info("lark bot off (LOOPX_BOT=off)")
 		return nil, nil
 	}
@@ -46,10 +43,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 		comps = append(comps, component{name: "lark-sandbox", run: sb.Run})
 		cfg, botOpenID = c, sb.BotOpenID()
 	} else {
-		var err error
-		if cfg, err = bot.ConfigFromEnv(d.getenv); err != nil {
-			return nil, fmt.Errorf("lark settings: %w", err)
-		}
+		cfg = d.cfg.Lark.botConfig() // validated by loadConfig
 	}
 
 	client := bot.NewClient(cfg, 10*time.Second)
@@ -60,28 +54,18 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 		}
 	}
 
-	set, err := templates.New()
-	if err != nil {
-		return nil, fmt.Errorf("load templates: %w", err)
-	}
-	digests, err := scheduler.NewDigests(scheduler.DigestConfig{Store: d.store, Templates: set})
-	if err != nil {
-		return nil, fmt.Errorf("create digests for /report: %w", err)
-	}
 	metrics := bot.NewMetrics(d.registry)
 	chat, err := router.New(d.store, router.Options{
-		BotOpenID: botOpenID, Admins: d.cfg.Admins, Now: d.now, Templates: set,
-		DefaultLang: d.cfg.Lang, Receipt: d.cfg.Receipt, Inbox: inboxOptions(d.cfg, d.now),
+		BotOpenID: botOpenID, Admins: d.cfg.Admins, Now: d.now, Templates: d.templates,
+		DefaultLang: d.cfg.Lang, Receipt: d.cfg.Receipt, Inbox: d.inbox,
 		Logger: d.logger.With("component", "router"), OnDuplicate: metrics.CountDuplicate,
-		Report: func(ctx context.Context, db store.DB, req router.ReportRequest) ([]store.OutboxInsert, error) {
-			tx, ok := db.(pgx.Tx)
-			if !ok {
-				return nil, errors.New("build report: not inside the chat transaction")
-			}
-			// Report queues the digest itself (deduplicated per digest and chat).
-			_, err := digests.Report(ctx, tx, scheduler.ReportParams{GoalID: req.GoalID, RequestedBy: req.RequestedBy,
+		Advice: func(code int) string { hint, _ := bot.Advice(code); return hint },
+		Report: func(ctx context.Context, db store.DB, req router.ReportRequest) (bool, error) {
+			// The digest queues itself (deduplicated per digest and chat), in the chat's
+			// transaction.
+			res, err := d.digests.Report(ctx, db, scheduler.ReportParams{GoalID: req.GoalID, RequestedBy: req.RequestedBy,
 				ChatID: req.ChatID, ReplyTo: req.ReplyTo, Lang: req.Lang, Now: d.now()})
-			return nil, err
+			return len(res.Outbox) > 0, err
 		},
 	})
 	if err != nil {
@@ -90,7 +74,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 
 	registerOutboxGauges(d)
 	sender, err := bot.NewSender(client, larkstore.Outbox{Store: d.store}, larkstore.Limiter{Store: d.store, Limits: bot.DefaultRateLimits}, bot.SenderOptions{
-		Owner: replicaName(d), Logger: logger, Metrics: metrics, Now: d.now,
+		Owner: d.cfg.Replica + "/" + randomHex(3), Logger: logger, Metrics: metrics, Now: d.now,
 		// Leave the http component a second of the shutdown grace after the last send.
 		Grace: shutdownGrace - 2*time.Second,
 	})
@@ -115,13 +99,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 		}
 		return nil
 	}})
-	comps = append(comps,
-		component{name: "outbox-sender", run: sender.Run},
-		component{name: "lark-event-pruner", run: func(ctx context.Context) error {
-			bot.RunPruner(ctx, d.store, time.Hour, logger)
-			return nil
-		}},
-	)
+	comps = append(comps, component{name: "outbox-sender", run: sender.Run})
 	logger.Info("lark bot wired", "transport", cfg.Transport, "sandbox", d.cfg.Sandbox, "base_url", cfg.BaseURL, "bot_open_id", botOpenID)
 	return comps, nil
 }
@@ -132,14 +110,14 @@ func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
 	// The emulator authenticates HTTP callbacks like Lark: fresh secrets per run.
 	token, key := randomHex(16), randomHex(16)
 	opts := sandbox.Options{
-		Addr:              cmp.Or(d.getenv("LOOPX_SANDBOX_ADDR"), "127.0.0.1:7378"),
+		Addr:              cmp.Or(d.cfg.SandboxAddr, "127.0.0.1:7378"),
 		VerificationToken: token,
 		EncryptKey:        key,
-		ControlToken:      d.getenv("LOOPX_SANDBOX_TOKEN"),
+		ControlToken:      string(d.cfg.SandboxToken),
 		Logger:            d.logger.With("component", "sandbox"),
 	}
 	sb, err := sandbox.New(opts)
-	if err != nil && d.getenv("LOOPX_SANDBOX_ADDR") == "" {
+	if err != nil && d.cfg.SandboxAddr == "" {
 		// Another local server holds the default port: take any free one rather than fail;
 		// the log says where, for LOOPX_SANDBOX_URL.
 		opts.Addr = "127.0.0.1:0"
@@ -165,7 +143,7 @@ func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
 // lookupBotOpenID asks Lark who the bot is (the router tells mentions of it apart);
 // LARK_BOT_OPEN_ID skips the call.
 func lookupBotOpenID(ctx context.Context, d *deps, client *bot.Client) (string, error) {
-	if id := d.getenv("LARK_BOT_OPEN_ID"); id != "" {
+	if id := d.cfg.Lark.BotOpenID; id != "" {
 		return id, nil
 	}
 	var last error
@@ -290,16 +268,6 @@ func (c failedRowsCollector) Collect(ch chan<- prometheus.Metric) {
 	for code, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), strconv.Itoa(code))
 	}
-}
-
-// replicaName names this process's outbox claims: LOOPX_REPLICA, else host and pid plus a
-// random suffix so a restarted process never mistakes an old claim for its own.
-func replicaName(d *deps) string {
-	if r := d.getenv("LOOPX_REPLICA"); r != "" {
-		return r + "-" + randomHex(3)
-	}
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "loopx"), os.Getpid(), randomHex(3))
 }
 
 func randomHex(n int) string {

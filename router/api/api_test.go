@@ -17,10 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"loopx/inbox"
+	"loopx/router"
 	"loopx/router/api"
 	"loopx/scheduler/quota"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 const adminToken = "admin-token-for-tests-0123456789"
@@ -35,9 +38,15 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	pool := storetest.NewPool(t)
 	st := store.New(pool, store.Options{})
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	ib, err := inbox.New(st, inbox.Options{Templates: tpl})
+	require.NoError(t, err)
+	cards := router.NewGateCards(tpl, "en")
 	s, err := api.New(api.Options{
-		Store: st, Quota: quota.NewService(st, quota.Options{}), AdminToken: adminToken,
+		Store: st, Quota: quota.NewService(st, quota.Options{GateNotice: cards.Ask}), AdminToken: adminToken,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Registry: prometheus.NewRegistry(),
+		Inbox: ib, GateCards: cards,
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(s)

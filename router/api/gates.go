@@ -40,11 +40,9 @@ func (s *Server) askGate(ctx context.Context, r *request) (int, any, error) {
 	if b.TodoID < 0 {
 		return 0, nil, invalid("todo_id", "must be a todo id, or 0 to block the whole goal")
 	}
-	g, err := s.gateTx(ctx, func(ctx context.Context) (store.Gate, error) {
-		return s.st.AskGate(ctx, store.AskGateParams{
-			GoalID: r.PathValue("goal"), AgentID: agent, Question: b.Question, Options: b.Options,
-			TodoID: b.TodoID, Notice: s.gateAskNotice(ctx), Meta: r.meta(),
-		})
+	g, err := s.st.AskGate(ctx, store.AskGateParams{
+		GoalID: r.PathValue("goal"), AgentID: agent, Question: b.Question, Options: b.Options,
+		TodoID: b.TodoID, Notice: s.cards.Ask, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err
@@ -82,11 +80,9 @@ func (s *Server) answerGate(ctx context.Context, r *request) (int, any, error) {
 	if b.AnsweredBy == "" {
 		return 0, nil, invalid("answered_by", "is required: the open_id of the goal owner who decides (--as)")
 	}
-	g, err := s.gateTx(ctx, func(ctx context.Context) (store.Gate, error) {
-		return s.st.AnswerGate(ctx, store.AnswerGateParams{
-			GoalID: r.PathValue("goal"), GateID: id, Answer: b.Answer, AnsweredBy: b.AnsweredBy,
-			Comment: b.Comment, Notice: s.gateDoneNotice(ctx), Meta: r.meta(),
-		})
+	g, err := s.st.AnswerGate(ctx, store.AnswerGateParams{
+		GoalID: r.PathValue("goal"), GateID: id, Answer: b.Answer, AnsweredBy: b.AnsweredBy,
+		Comment: b.Comment, Notice: s.cards.Update, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err
@@ -107,10 +103,8 @@ func (s *Server) cancelGate(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	g, err := s.gateTx(ctx, func(ctx context.Context) (store.Gate, error) {
-		return s.st.CancelGate(ctx, store.CancelGateParams{
-			GoalID: r.PathValue("goal"), GateID: id, AgentID: agent, Notice: s.gateDoneNotice(ctx), Meta: r.meta(),
-		})
+	g, err := s.st.CancelGate(ctx, store.CancelGateParams{
+		GoalID: r.PathValue("goal"), GateID: id, AgentID: agent, Notice: s.cards.Update, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err

@@ -2,11 +2,7 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
-
-	"github.com/jackc/pgx/v5"
 
 	"loopx/inbox"
 	"loopx/store"
@@ -46,26 +42,7 @@ func (s *Server) inboxAgent(r *request, action string) (inbox.Agent, *inbox.Inbo
 	if err != nil {
 		return inbox.Agent{}, nil, err
 	}
-	ib, err := s.inbox()
-	if err != nil {
-		return inbox.Agent{}, nil, err
-	}
-	return inbox.Agent{GoalID: r.PathValue("goal"), AgentID: agent}, ib, nil
-}
-
-// replayed answers 200 with what fn returns, replayable under r's Idempotency-Key (see
-// replayable); req is what the key's request hash covers.
-func replayed[T any](ctx context.Context, s *Server, r *request, op string, req []any, fn func(ctx context.Context) (T, error)) (int, any, error) {
-	var out T
-	err := s.replayable(ctx, r, op, req, &out, func(ctx context.Context) error {
-		var err error
-		out, err = fn(ctx)
-		return err
-	})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, out, nil
+	return inbox.Agent{GoalID: r.PathValue("goal"), AgentID: agent}, s.ib, nil
 }
 
 func (s *Server) inboxCounts(ctx context.Context, r *request) (int, any, error) {
@@ -92,10 +69,11 @@ func (s *Server) inboxDrain(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return replayed(ctx, s, r, "inbox.drain", []any{a, b}, func(ctx context.Context) (InboxItems, error) {
-		items, err := ib.Drain(ctx, a, b.SessionID, b.Limit)
-		return InboxItems{Items: nonNilItems(items)}, err
-	})
+	items, err := ib.Drain(ctx, a, inbox.DrainParams{SessionID: b.SessionID, Limit: b.Limit, Key: r.key})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, InboxItems{Items: nonNilItems(items)}, nil
 }
 
 func (s *Server) inboxAck(ctx context.Context, r *request) (int, any, error) {
@@ -113,10 +91,11 @@ func (s *Server) inboxAck(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return replayed(ctx, s, r, "inbox.ack", []any{a, b}, func(ctx context.Context) (InboxItems, error) {
-		items, err := ib.Ack(ctx, a, b.ItemIDs)
-		return InboxItems{Items: nonNilItems(items)}, err
-	})
+	items, err := ib.Ack(ctx, a, b.ItemIDs, r.key)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, InboxItems{Items: nonNilItems(items)}, nil
 }
 
 func (s *Server) inboxReply(ctx context.Context, r *request) (int, any, error) {
@@ -128,46 +107,11 @@ func (s *Server) inboxReply(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return replayed(ctx, s, r, "inbox.reply", []any{a, b}, func(ctx context.Context) (inbox.ReplyResult, error) {
-		return ib.Reply(ctx, a, inbox.ReplyParams{ItemID: b.ItemID, Key: b.Key, Text: b.Text})
-	})
-}
-
-// replayable runs fn and stores its answer (out) as the receipt of r's Idempotency-Key in the
-// same transaction; a replay decodes the stored answer into out and runs nothing.
-func (s *Server) replayable(ctx context.Context, r *request, op string, req any, out any, fn func(ctx context.Context) error) error {
-	hash, err := store.RequestHash(op, req)
+	res, err := ib.Reply(ctx, a, inbox.ReplyParams{ItemID: b.ItemID, Key: b.Key, Text: b.Text, CallKey: r.key})
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
-	key := op + "|" + r.who.actor() + "|" + r.key
-	return s.st.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		rc, found, err := store.LookupReceipt(ctx, tx, key, hash)
-		if err != nil {
-			return err
-		}
-		if found {
-			if err := json.Unmarshal(rc.Body, out); err != nil {
-				return fmt.Errorf("decode %s receipt: %w", op, err)
-			}
-			return nil
-		}
-		if err := fn(ctx); err != nil {
-			return err
-		}
-		body, err := json.Marshal(out)
-		if err != nil {
-			return fmt.Errorf("encode %s receipt: %w", op, err)
-		}
-		return store.SaveReceipt(ctx, tx, store.Receipt{Key: key, RequestHash: hash, Status: http.StatusOK, Body: body, CreatedAt: s.now()})
-	})
-}
-
-func (s *Server) inbox() (*inbox.Inbox, error) {
-	if s.ib != nil {
-		return s.ib, nil
-	}
-	return inbox.New(s.st, inbox.Options{Now: s.now, Templates: s.tpl})
+	return http.StatusOK, res, nil
 }
 
 func nonNilItems(items []store.InboxItem) []store.InboxItem {

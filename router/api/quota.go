@@ -2,9 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -51,66 +48,15 @@ func (s *Server) shouldRun(ctx context.Context, r *request) (int, any, error) {
 		BeginTurn: b.BeginTurn, LeaseDuration: time.Duration(b.LeaseSeconds) * time.Second,
 		Meta: r.meta(),
 	}
-	if b.TurnInstanceID != "" {
-		// The turn instance id is the replay key: the quota service stores the heartbeat
-		// receipt with the decision, in its transaction.
-		d, err := s.quota.ShouldRun(ctx, p)
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, d, nil
-	}
-	return s.shouldRunOnce(ctx, r, p)
-}
-
-// shouldRunOnce makes a should-run without a turn instance id replayable by its
-// Idempotency-Key: a receipt of the answer is stored under the key after the decision. No
-// transaction is held across the decision (it would take a second pool connection per
-// request). Two concurrent requests with one key may both decide; the second to store its
-// receipt answers with the first one's, so both callers see one answer. A decision without a
-// turn writes only a tick_decision ledger row, so the rare extra row is harmless.
-func (s *Server) shouldRunOnce(ctx context.Context, r *request, p quota.ShouldRunParams) (int, any, error) {
-	key := "should-run|" + r.who.actor() + "|" + r.key
-	hash, err := store.RequestHash("api.should_run", []any{p.GoalID, p.AgentID, p.BeginTurn, p.LeaseDuration})
-	if err != nil {
-		return 0, nil, err
-	}
-	pool := s.st.Pool()
-	// The stored body is decoded back into a Decision (jsonb does not keep key order), so a
-	// replay encodes to the same bytes as the first answer.
-	replay := func() (quota.Decision, bool, error) {
-		var d quota.Decision
-		rc, found, err := store.LookupReceipt(ctx, pool, key, hash)
-		if err != nil || !found {
-			return d, false, err
-		}
-		if err := json.Unmarshal(rc.Body, &d); err != nil {
-			return d, false, fmt.Errorf("decode should-run receipt: %w", err)
-		}
-		return d, true, nil
-	}
-	if d, found, err := replay(); err != nil || found {
-		return http.StatusOK, d, err
-	}
+	// The turn instance id, else the Idempotency-Key, is the replay key: the quota service
+	// stores the receipt with the decision, in its transaction.
 	d, err := s.quota.ShouldRun(ctx, p)
-	if err != nil {
-		return 0, nil, err
-	}
-	body, err := json.Marshal(d)
-	if err != nil {
-		return 0, nil, fmt.Errorf("encode should-run receipt: %w", err)
-	}
-	err = store.SaveReceipt(ctx, pool, store.Receipt{Key: key, RequestHash: hash, Status: http.StatusOK, Body: body, CreatedAt: s.now()})
-	if errors.Is(err, store.ErrConflict) {
-		if d, found, err := replay(); err != nil || found {
-			return http.StatusOK, d, err
-		}
-	}
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, d, nil
 }
+
 func (s *Server) spendSlot(ctx context.Context, r *request) (int, any, error) {
 	var b SpendBody
 	if err := decode(r, &b); err != nil {
@@ -140,7 +86,7 @@ func (s *Server) quotaStatus(ctx context.Context, r *request) (int, any, error) 
 		return 0, nil, err
 	}
 	now := s.now()
-	snap, err := store.ReadTickSnapshot(ctx, s.st.Pool(), r.PathValue("goal"), agent, now)
+	snap, err := s.st.ReadTickSnapshot(ctx, r.PathValue("goal"), agent, now)
 	if err != nil {
 		return 0, nil, err
 	}

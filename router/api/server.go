@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"loopx/inbox"
+	"loopx/router"
 	"loopx/scheduler/quota"
 	"loopx/store"
-	"loopx/templates"
 )
 
 // Options configures a Server.
@@ -36,12 +36,12 @@ type Options struct {
 	MaxBodyBytes int64
 	// Now is the clock for read-only decisions (quota status); nil means the store's clock.
 	Now func() time.Time
-	// Inbox serves the inbox endpoints (inbox.go); share the chat router's (router.Chat.Inbox)
-	// so bounds and the ack timeout agree. Nil: an inbox with the default options.
+	// Inbox serves the inbox endpoints (inbox.go): the process's one inbox, so bounds and the
+	// ack timeout agree with the chat's. Required.
 	Inbox *inbox.Inbox
-	// Templates renders the gate cards of gates asked and answered through the API
-	// (gatecards.go). Nil: the embedded set.
-	Templates *templates.Set
+	// GateCards renders the cards of gates asked, answered and cancelled through the API,
+	// inside the operation's transaction, like the chat's. Required.
+	GateCards router.GateCards
 }
 
 // Server serves the /v1 API.
@@ -54,15 +54,15 @@ type Server struct {
 	now      func() time.Time
 	mux      *http.ServeMux
 	ib       *inbox.Inbox
-	tpl      *templates.Set
+	cards    router.GateCards
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
 
 // New builds a Server and its routes.
 func New(opts Options) (*Server, error) {
-	if opts.Store == nil || opts.Quota == nil {
-		return nil, errors.New("new api server: Store and Quota are required")
+	if opts.Store == nil || opts.Quota == nil || opts.Inbox == nil || opts.GateCards == (router.GateCards{}) {
+		return nil, errors.New("new api server: Store, Quota, Inbox and GateCards are required")
 	}
 	if len(opts.AdminToken) < 16 {
 		return nil, errors.New("new api server: the admin token must be at least 16 characters")
@@ -75,18 +75,11 @@ func New(opts Options) (*Server, error) {
 		maxBody: opts.MaxBodyBytes,
 		now:     opts.Now,
 		ib:      opts.Inbox,
-		tpl:     opts.Templates,
+		cards:   opts.GateCards,
 		mux:     http.NewServeMux(),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
-	}
-	if s.tpl == nil {
-		tpl, err := templates.New()
-		if err != nil {
-			return nil, fmt.Errorf("new api server: %w", err)
-		}
-		s.tpl = tpl
 	}
 	if s.maxBody == 0 {
 		s.maxBody = 256 << 10

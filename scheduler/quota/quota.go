@@ -15,16 +15,16 @@ import (
 type Service struct {
 	st         *store.Store
 	now        func() time.Time
-	gateNotice func(store.Gate) ([]store.OutboxInsert, error)
+	gateNotice store.NoticeFunc
 }
 
 // Options configures a Service.
 type Options struct {
 	// Now is the clock; nil means the store's clock.
 	Now func() time.Time
-	// GateNotice renders the outbox rows announcing a stall gate (the gate card). Nil: the
-	// gate is opened without a notice.
-	GateNotice func(store.Gate) ([]store.OutboxInsert, error)
+	// GateNotice renders the outbox rows announcing a stall gate (the gate card), inside the
+	// should-run's transaction. Nil: the gate is opened without a notice.
+	GateNotice store.NoticeFunc
 }
 
 // NewService returns a Service over st.
@@ -39,9 +39,11 @@ func NewService(st *store.Store, opts Options) *Service {
 // ShouldRun answers whether the agent should act now. In one transaction it reads the snapshot
 // (one statement), decides, and records: a tick_decision ledger row, the hint progression, a
 // stall gate when the decision is stalled, a turn when BeginTurn is set and the decision is
-// run, and the heartbeat receipt when a turn instance id is given. The same instance id
-// replays the stored answer and writes nothing. An unknown goal or agent is ErrNotFound
-// naming the field.
+// run, and a receipt. The receipt is keyed by the turn instance id when one is given (any
+// call naming it replays the stored answer), else by the caller's idempotency key (the same
+// key and request replay it; another request under it is ErrConflict). A replay writes
+// nothing, and a call under a key still in flight waits for it and then replays. An unknown
+// goal or agent is ErrNotFound naming the field.
 func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, error) {
 	if err := checkParams(p); err != nil {
 		return Decision{}, err
@@ -53,34 +55,30 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 	if surface == "" {
 		surface = "api"
 	}
+	open := store.TickOpen{GoalID: p.GoalID, AgentID: p.AgentID, Now: s.now()}
 	instance := p.TurnInstanceID
+	switch {
+	case instance != "":
+		// Any call naming this turn instance replays: the request is only its identity.
+		open.ReceiptKey = store.HeartbeatKey(p.GoalID, p.AgentID, instance)
+		open.Request = []string{p.GoalID, p.AgentID, instance}
+	case p.Meta.IdempotencyKey != "":
+		open.ReceiptKey = store.ReceiptKey(actor, p.Meta.IdempotencyKey)
+		open.Request = []any{p.GoalID, p.AgentID, p.BeginTurn, p.LeaseDuration}
+	}
 	if p.BeginTurn && instance == "" {
 		instance = newInstanceID()
 	}
-	// A concurrent call with the same instance id may store the receipt first; the retry then
-	// replays it.
-	for attempt := 0; ; attempt++ {
-		d, err := s.shouldRunOnce(ctx, p, instance, actor, surface)
-		if errors.Is(err, store.ErrReceiptRace) && attempt == 0 {
-			continue
-		}
-		if err != nil {
-			return Decision{}, fmt.Errorf("should-run: %w", err)
-		}
-		return d, nil
+	d, err := s.shouldRun(ctx, p, open, instance, actor, surface)
+	if err != nil {
+		return Decision{}, fmt.Errorf("should-run: %w", err)
 	}
+	return d, nil
 }
 
-func (s *Service) shouldRunOnce(ctx context.Context, p ShouldRunParams, instance, actor, surface string) (Decision, error) {
-	now := s.now()
-	key := ""
-	var hash []byte
-	if instance != "" {
-		key = store.HeartbeatReceiptKey(p.GoalID, p.AgentID, instance)
-		// Any call naming this turn instance replays: the hash covers only the identity.
-		hash, _ = store.RequestHash("quota.should_run", []string{p.GoalID, p.AgentID, instance})
-	}
-	tx, snap, rc, err := s.st.BeginTick(ctx, p.GoalID, p.AgentID, key, hash, now)
+func (s *Service) shouldRun(ctx context.Context, p ShouldRunParams, open store.TickOpen, instance, actor, surface string) (Decision, error) {
+	now := open.Now
+	tx, snap, rc, err := s.st.BeginTick(ctx, open)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -88,7 +86,7 @@ func (s *Service) shouldRunOnce(ctx context.Context, p ShouldRunParams, instance
 	if rc != nil {
 		var out Decision
 		if err := json.Unmarshal(rc.Body, &out); err != nil {
-			return Decision{}, fmt.Errorf("decode heartbeat receipt: %w", err)
+			return Decision{}, fmt.Errorf("decode should-run receipt: %w", err)
 		}
 		out.Replayed = true
 		return out, nil
@@ -125,17 +123,19 @@ func (s *Service) shouldRunOnce(ctx context.Context, p ShouldRunParams, instance
 		"turn_instance_id": instance, "hint": d.SchedulerHint.Action, "interval_minutes": d.SchedulerHint.IntervalMinutes,
 	})
 	var body []byte
-	if key != "" {
+	if instance != "" {
 		d.HeartbeatReceipt = &HeartbeatReceipt{Status: "committed", TurnInstanceID: instance}
+	}
+	if open.ReceiptKey != "" {
 		if body, err = json.Marshal(d); err != nil {
-			return Decision{}, fmt.Errorf("encode heartbeat receipt: %w", err)
+			return Decision{}, fmt.Errorf("encode should-run receipt: %w", err)
 		}
 	}
 	id, err := tx.Commit(ctx, store.TickRecord{
 		Entry: store.LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID, TurnID: turnID, TodoID: todoID,
 			Detail: detail, CreatedAt: now},
 		HintIdentity: d.Identity, HintStep: d.SchedulerHint.Step,
-		ReceiptKey: key, RequestHash: hash, Body: body,
+		Body: body,
 		// A plain tick changes nothing but its own record: it need not wait for the WAL flush.
 		Async: !changed,
 	})
@@ -143,7 +143,7 @@ func (s *Service) shouldRunOnce(ctx context.Context, p ShouldRunParams, instance
 		return Decision{}, err
 	}
 	if d.HeartbeatReceipt != nil {
-		d.HeartbeatReceipt.EventID = id
+		d.HeartbeatReceipt.LedgerID = id
 	}
 	return d, nil
 }
@@ -164,11 +164,12 @@ func checkParams(p ShouldRunParams) error {
 	return nil
 }
 
-// openStallGate opens the one owner gate a stall asks for and records it in the decision.
+// openStallGate records the goal's one open stall gate in the decision. The call that opens
+// it announces it (the gate card) and audits it; concurrent callers that find it open answer
+// with it and write nothing more.
 func (s *Service) openStallGate(ctx context.Context, tx store.DB, snap Input, d Decision, actor, surface string, now time.Time) (Decision, error) {
-	g, err := store.AskGateTx(ctx, tx, store.AskGateParams{
-		GoalID: snap.Goal.ID, AgentID: snap.Agent.ID, Kind: store.GateKindStall,
-		Question: StallQuestion(snap.Goal.StallTurns, snap.Goal.Lang), Options: []string{store.StallContinue, store.StallPause},
+	g, opened, err := store.OpenStallGate(ctx, tx, store.StallGateParams{
+		GoalID: snap.Goal.ID, AgentID: snap.Agent.ID, Question: StallQuestion(snap.Goal.StallTurns, snap.Goal.Lang),
 		Notice: s.gateNotice,
 	}, now)
 	if err != nil {
@@ -176,6 +177,9 @@ func (s *Service) openStallGate(ctx context.Context, tx store.DB, snap Input, d 
 	}
 	d.Gates.Open = append(d.Gates.Open, g.ID)
 	d.Gates.Blocking = append(d.Gates.Blocking, g.ID)
+	if !opened {
+		return d, nil
+	}
 	err = store.InsertAudit(ctx, tx, store.Audit{At: now, Actor: actor, Surface: surface, Action: "gate.stall",
 		GoalID: snap.Goal.ID, Target: "gate:" + strconv.FormatInt(g.ID, 10), Allowed: true})
 	return d, err
@@ -194,7 +198,7 @@ func (s *Service) beginTurn(ctx context.Context, tx store.DB, p ShouldRunParams,
 	}, now)
 	if err != nil {
 		var se *store.Error
-		if asStoreErr(err, &se) && se.Kind == store.ErrConflict && se.Field == "agent_id" {
+		if errors.As(err, &se) && se.Kind == store.ErrConflict && se.Field == "agent_id" {
 			busy := snap
 			busy.LiveTurn = &store.Turn{InstanceID: "(just opened)", LeaseExpiresAt: now}
 			return Decide(busy, now), nil
@@ -206,24 +210,4 @@ func (s *Service) beginTurn(ctx context.Context, tx store.DB, p ShouldRunParams,
 		GoalID: p.GoalID, Target: "turn:" + strconv.FormatInt(t.ID, 10), Allowed: true,
 		Detail: mustJSON(map[string]any{"agent_id": p.AgentID, "turn_instance_id": t.InstanceID, "todo_id": todoID})})
 	return d, err
-}
-
-// Peek answers should-run without recording anything: no ledger row, no hint step, no gate,
-// no turn (`loopx quota status`). Its hint shows the step the next ShouldRun would take.
-func (s *Service) Peek(ctx context.Context, goalID, agentID string) (Decision, error) {
-	if err := checkParams(ShouldRunParams{GoalID: goalID, AgentID: agentID}); err != nil {
-		return Decision{}, err
-	}
-	now := s.now()
-	snap, err := store.ReadTickSnapshot(ctx, s.st.Pool(), goalID, agentID, now)
-	if err != nil {
-		return Decision{}, fmt.Errorf("quota status: %w", err)
-	}
-	if !snap.GoalFound {
-		return Decision{}, store.Errorf(store.ErrNotFound, "goal_id", "no goal %q", goalID)
-	}
-	if !snap.AgentFound {
-		return Decision{}, store.Errorf(store.ErrNotFound, "agent_id", "no agent %q on goal %q; register it first", agentID, goalID)
-	}
-	return Decide(snap, now), nil
 }

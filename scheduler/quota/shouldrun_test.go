@@ -1,9 +1,11 @@
 package quota_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +27,7 @@ type env struct {
 }
 
 // setup: goal "g" (owner ou_owner1, 3 slots per 24 h, stall after 3 turns) with agent "a".
-func setup(t *testing.T, notice func(store.Gate) ([]store.OutboxInsert, error)) env {
+func setup(t *testing.T, notice store.NoticeFunc) env {
 	t.Helper()
 	clk := storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
 	st := storetest.New(t, store.Options{Now: clk.Now})
@@ -57,7 +59,7 @@ func (e env) addTodo(t *testing.T, text string, prio int) store.Todo {
 func count(t *testing.T, st *store.Store, q string, args ...any) int {
 	t.Helper()
 	var n int
-	require.NoError(t, st.Pool().QueryRow(t.Context(), q, args...).Scan(&n))
+	require.NoError(t, st.DB().QueryRow(t.Context(), q, args...).Scan(&n))
 	return n
 }
 
@@ -154,7 +156,7 @@ func TestShouldRunStatesAgainstDatabase(t *testing.T) {
 		require.Equal(t, []int64{g.ID}, d.Gates.Blocking)
 		require.Equal(t, "backoff_waiting_for_user", d.SchedulerHint.Action)
 
-		_, err = e.st.Pool().Exec(ctx, `INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender) VALUES ('g', 'a', 'inbox', 'status?', 'ou_owner1'), ('g', 'a', 'steer', 'stop that', 'ou_owner1')`)
+		_, err = e.st.DB().Exec(ctx, `INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender) VALUES ('g', 'a', 'inbox', 'status?', 'ou_owner1'), ('g', 'a', 'steer', 'stop that', 'ou_owner1')`)
 		require.NoError(t, err)
 		d = e.ask(t, quota.ShouldRunParams{})
 		require.Equal(t, quota.StateInbox, d.State)
@@ -193,7 +195,7 @@ func TestShouldRunStallOpensOneGate(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	var notices []int64
-	e := setup(t, func(g store.Gate) ([]store.OutboxInsert, error) {
+	e := setup(t, func(_ context.Context, _ store.DB, g store.Gate) ([]store.OutboxInsert, error) {
 		notices = append(notices, g.ID)
 		return []store.OutboxInsert{{DedupeKey: fmt.Sprintf("gate:%d", g.ID), Kind: "text", ReceiveID: "oc_chat", Content: g.Question, GoalID: g.GoalID, GateID: g.ID}}, nil
 	})
@@ -261,7 +263,7 @@ func TestShouldRunHeartbeatReceiptReplays(t *testing.T) {
 	// A new instance id is a new decision: the agent is now busy with hb-1.
 	next := e.ask(t, quota.ShouldRunParams{TurnInstanceID: "hb-2"})
 	require.Equal(t, quota.StateBusy, next.State)
-	require.NotEqual(t, first.HeartbeatReceipt.EventID, next.HeartbeatReceipt.EventID)
+	require.NotEqual(t, first.HeartbeatReceipt.LedgerID, next.HeartbeatReceipt.LedgerID)
 }
 
 func TestSpendOnSkippedTurnRefused(t *testing.T) {
@@ -353,19 +355,6 @@ func TestShouldRunConcurrentBeginOpensOneTurn(t *testing.T) {
 	require.Equal(t, 1, count(t, e.st, `SELECT count(*) FROM turn`))
 }
 
-func TestPeekRecordsNothing(t *testing.T) {
-	t.Parallel()
-	e := setup(t, nil)
-	e.addTodo(t, "x", 2)
-	d, err := e.svc.Peek(t.Context(), "g", "a")
-	require.NoError(t, err)
-	require.Equal(t, quota.StateEligible, d.State)
-	require.Zero(t, count(t, e.st, `SELECT count(*) FROM quota_ledger`))
-	require.Zero(t, count(t, e.st, `SELECT count(*) FROM hint_state`))
-	_, err = e.svc.Peek(t.Context(), "g", "zz")
-	require.ErrorIs(t, err, store.ErrNotFound)
-}
-
 func TestShouldRunSameInstanceConcurrentReplays(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
@@ -390,4 +379,65 @@ func TestShouldRunSameInstanceConcurrentReplays(t *testing.T) {
 	}
 	require.Equal(t, 1, count(t, e.st, `SELECT count(*) FROM quota_ledger WHERE kind = 'tick_decision'`))
 	require.Equal(t, 1, count(t, e.st, `SELECT count(*) FROM turn`))
+}
+
+// A goal that just stalled, asked by many concurrent should-runs at once, gets one stall gate
+// and one notice; the others answer with that gate. Each should-run holds one connection and
+// its gate card reads through it: with a pool of exactly as many connections as callers
+// (and the card renderer reading the goal through the executor it is given), nobody waits
+// for a second connection, so the burst finishes well within its deadline.
+func TestConcurrentStallOpensOneGateOnOneConnectionEach(t *testing.T) {
+	t.Parallel()
+	const callers = 8
+	url := storetest.NewDatabase(t)
+	pool, err := store.Open(t.Context(), url+"&pool_max_conns="+fmt.Sprint(callers))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := store.New(pool, store.Options{})
+	ctx := t.Context()
+	_, err = st.CreateGoal(ctx, store.CreateGoalParams{ID: "g", Owners: []string{owner}, Meta: admin})
+	require.NoError(t, err)
+	_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "g", AgentID: "a", Meta: admin})
+	require.NoError(t, err)
+	_, err = st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "x", Meta: admin})
+	require.NoError(t, err)
+	var notices atomic.Int32
+	svc := quota.NewService(st, quota.Options{GateNotice: func(ctx context.Context, db store.DB, g store.Gate) ([]store.OutboxInsert, error) {
+		notices.Add(1)
+		goal, err := store.LookupGoal(ctx, db, g.GoalID) // through the should-run's own connection
+		if err != nil {
+			return nil, err
+		}
+		return []store.OutboxInsert{{Kind: "text", ReceiveIDType: "open_id", ReceiveID: goal.Owners[0], Content: g.Question, GoalID: g.GoalID, GateID: g.ID}}, nil
+	}})
+	for i := range 3 {
+		id := fmt.Sprintf("n%d", i)
+		d, err := svc.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "g", AgentID: "a", BeginTurn: true, TurnInstanceID: id})
+		require.NoError(t, err)
+		require.True(t, d.ShouldRun)
+		_, err = st.EndTurn(ctx, store.EndTurnParams{GoalID: "g", AgentID: "a", InstanceID: id, State: store.TurnOK, Meta: admin})
+		require.NoError(t, err)
+	}
+
+	burstCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	gates := make([][]int64, callers)
+	errs := make([]error, callers)
+	for i := range callers {
+		wg.Go(func() {
+			d, err := svc.ShouldRun(burstCtx, quota.ShouldRunParams{GoalID: "g", AgentID: "a", BeginTurn: true, TurnInstanceID: fmt.Sprintf("x%d", i)})
+			gates[i], errs[i] = d.Gates.Open, err
+		})
+	}
+	wg.Wait()
+	for i := range callers {
+		require.NoError(t, errs[i])
+		require.Len(t, gates[i], 1, "caller %d sees the one stall gate", i)
+		require.Equal(t, gates[0], gates[i])
+	}
+	require.Equal(t, int32(1), notices.Load(), "one notice")
+	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM gate WHERE kind = 'stall' AND status = 'open'`))
+	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM outbox WHERE gate_id = $1`, gates[0][0]))
+	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM audit WHERE action = 'gate.stall'`))
 }

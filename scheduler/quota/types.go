@@ -90,8 +90,10 @@ type SchedulerHint struct {
 
 // HeartbeatReceipt is returned when a turn instance id is given; the same id replays it.
 type HeartbeatReceipt struct {
-	Status         string `json:"status"` // committed
-	EventID        int64  `json:"event_id"`
+	Status string `json:"status"` // committed
+	// LedgerID is the id of the tick_decision ledger row that recorded the answer (LoopX's
+	// name for it on the wire is event_id).
+	LedgerID       int64  `json:"event_id"`
 	TurnInstanceID string `json:"turn_instance_id"`
 }
 

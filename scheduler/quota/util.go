@@ -4,12 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-
-	"loopx/store"
 )
-
-func asStoreErr(err error, target **store.Error) bool { return errors.As(err, target) }
 
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)

@@ -100,7 +100,7 @@ var _ scheduler.Runner = (*Exec)(nil)
 
 // Run carries out one turn and reports how it ended.
 func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
-	settings, err := ParseExecSettings(job.Goal.RunnerConfig, e.AllowShell)
+	settings, err := ParseExecSettings(job.Schedule.RunnerConfig, e.AllowShell)
 	if err != nil {
 		return scheduler.Result{State: store.TurnFailed, Outcome: "runner settings: " + err.Error()}
 	}

@@ -90,7 +90,7 @@ type turnRow struct {
 
 func (b *bundle) turns(t *testing.T) []turnRow {
 	t.Helper()
-	rows, err := b.st.Pool().Query(context.Background(), `SELECT id, instance_id, state, outcome, log_tail FROM turn ORDER BY id`)
+	rows, err := b.st.DB().Query(context.Background(), `SELECT id, instance_id, state, outcome, log_tail FROM turn ORDER BY id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []turnRow

@@ -96,7 +96,7 @@ type webhookBody struct {
 
 // Run carries out one turn and reports how it ended.
 func (w *Webhook) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
-	s, err := ParseWebhookSettings(job.Goal.RunnerConfig)
+	s, err := ParseWebhookSettings(job.Schedule.RunnerConfig)
 	if err != nil {
 		return scheduler.Result{State: store.TurnFailed, Outcome: "runner settings: " + err.Error()}
 	}

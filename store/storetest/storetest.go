@@ -34,35 +34,50 @@ func ServerURL() string {
 // t.Cleanup. Use it when a test starts real `loopx serve` processes that need a URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
-	ctx := context.Background()
-	admin := ServerURL()
+	u, drop, err := CreateDatabase(context.Background(), ServerURL(), "loopx_t_")
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Logf("storetest: %v", err)
+		}
+	})
+	return u
+}
+
+// CreateDatabase creates a fresh migrated database named prefix plus a random suffix on the
+// server at admin (an administrator's URL, such as ServerURL), from a template built once per
+// migration set, and returns its URL and a function that drops it. Benchmarks that are
+// programs rather than tests use it too.
+func CreateDatabase(ctx context.Context, admin, prefix string) (string, func() error, error) {
 	tpl, err := template(ctx, admin)
 	if err != nil {
-		t.Fatalf("storetest: prepare template database: %v", err)
+		return "", nil, fmt.Errorf("prepare template database: %w", err)
 	}
-	name := "loopx_t_" + randomHex(6)
+	name := prefix + randomHex(6)
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		t.Fatalf("storetest: connect to %s: %v", redacted(admin), err)
+		return "", nil, fmt.Errorf("connect to %s: %w", redacted(admin), err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tpl)); err != nil {
-		t.Fatalf("storetest: create database: %v", err)
+		return "", nil, fmt.Errorf("create database: %w", err)
 	}
-	t.Cleanup(func() {
+	drop := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c, err := pgx.Connect(ctx, admin)
 		if err != nil {
-			t.Logf("storetest: drop %s: %v", name, err)
-			return
+			return fmt.Errorf("drop %s: %w", name, err)
 		}
 		defer c.Close(ctx)
 		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("storetest: drop %s: %v", name, err)
+			return fmt.Errorf("drop %s: %w", name, err)
 		}
-	})
-	return withDatabase(admin, name)
+		return nil
+	}
+	return withDatabase(admin, name), drop, nil
 }
 
 // NewPool returns a pool on a fresh migrated database, closed when the test ends.

@@ -65,7 +65,7 @@ func (o Outbox) NextDue(ctx context.Context) (time.Duration, bool, error) {
 
 // Listen calls wake on every outbox notification until ctx ends.
 func (o Outbox) Listen(ctx context.Context, wake func()) error {
-	return o.Store.ListenOutbox(ctx, wake)
+	return o.Store.Listen(ctx, store.OutboxNotifyChannel, wake)
 }
 
 // Limiter keeps Lark's send limits in PostgreSQL, shared by every replica.

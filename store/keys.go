@@ -1,0 +1,97 @@
+package store
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Every key LoopX derives from an event, a row or a caller's token is built here, so one
+// spelling holds across packages and across the rows already stored under it. Three kinds:
+//
+//   - receipt keys (table receipt): an operation's replay key;
+//   - Lark event ids (table lark_event): what makes a redelivered event a no-op;
+//   - outbox dedupe keys (outbox.dedupe_key): what makes a second insert of the same
+//     message return the first row.
+
+// MaxEventIDLen bounds a Lark event id (Lark's are 32 hex characters; the column allows more
+// for ids derived from message ids).
+const MaxEventIDLen = 200
+
+// CheckEventID refuses an event id that is empty, too long or not UTF-8 text.
+func CheckEventID(id string) error {
+	switch {
+	case id == "":
+		return Errorf(ErrInvalid, "event_id", "is empty; every Lark event carries one")
+	case len(id) > MaxEventIDLen:
+		return Errorf(ErrInvalid, "event_id", "is %d characters; at most %d", len(id), MaxEventIDLen)
+	case !utf8.ValidString(id):
+		return Errorf(ErrInvalid, "event_id", "is not valid UTF-8 text")
+	}
+	return nil
+}
+
+// MessageEventID is the event id of a message event that came without one: Lark names the
+// message id as the stable key of a message.
+func MessageEventID(messageID string) string { return "msg:" + messageID }
+
+// ReceiptKey is the receipt key of an operation its caller keyed: scoped by the actor, so
+// two callers cannot collide on a key they chose.
+func ReceiptKey(actor, idempotencyKey string) string { return actor + "|" + idempotencyKey }
+
+// EventKey is the idempotency key of a kernel operation done on behalf of a Lark event (a
+// chat command, a card click): a redelivery after a lost commit cannot apply it twice.
+func EventKey(eventID string) string { return "lark:" + eventID }
+
+// HeartbeatKey is the receipt key of should-run's answer for one turn instance: any call
+// naming the instance replays it.
+func HeartbeatKey(goalID, agentID, instance string) string {
+	return "heartbeat|" + goalID + "|" + agentID + "|" + instance
+}
+
+// ReplyKey is the outbox key of the n-th reply (1-based) to a chat event.
+func ReplyKey(eventID string, n int) string { return "evt:" + eventID + ":" + strconv.Itoa(n) }
+
+// ReactionKey is the outbox key of the receipt reaction on an accepted message.
+func ReactionKey(eventID string) string { return "evt:" + eventID + ":receipt" }
+
+// ReportKey is the outbox key of the n-th message (0-based) of a /report answer.
+func ReportKey(eventID string, n int) string {
+	return "evt:" + eventID + ":report:" + strconv.Itoa(n)
+}
+
+// GateCardKey is the outbox key of a gate's card posted to one chat (toChat) or one person.
+func GateCardKey(gateID int64, receiveID string, toChat bool) string {
+	dest := ":ask:dm:"
+	if toChat {
+		dest = ":ask:chat:"
+	}
+	return "gate:" + strconv.FormatInt(gateID, 10) + dest + receiveID
+}
+
+// GateUpdateKey is the outbox key of the update of one gate card to a card version.
+func GateUpdateKey(gateID int64, cardVersion int, cardOutboxID int64) string {
+	return "gate:" + strconv.FormatInt(gateID, 10) + ":update:v" + strconv.Itoa(cardVersion) + ":" +
+		strconv.FormatInt(cardOutboxID, 10)
+}
+
+// GateReminderKey is the outbox key of reminder n of a gate to one chat or person:
+// reminders are deduplicated by gate, number and recipient, never by text.
+func GateReminderKey(gateID int64, n int, receiveID string) string {
+	return "gate-reminder:" + strconv.FormatInt(gateID, 10) + ":" + strconv.Itoa(n) + ":" + receiveID
+}
+
+// DigestKey is the outbox key of a digest sent to one chat or person.
+func DigestKey(digestID int64, receiveID string) string {
+	return "digest:" + strconv.FormatInt(digestID, 10) + ":" + receiveID
+}
+
+// InboxReplyKey is the outbox key of an agent's reply to an inbox item under the agent's
+// reply key.
+func InboxReplyKey(itemID int64, replyKey string) string {
+	return "inbox-reply:" + strconv.FormatInt(itemID, 10) + ":" + replyKey
+}
+
+// SteerExpiredKey is the outbox key of the notice that a steer expired unread.
+func SteerExpiredKey(itemID int64) string {
+	return "inbox-steer-expired:" + strconv.FormatInt(itemID, 10)
+}
