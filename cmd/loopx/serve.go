@@ -111,6 +111,11 @@ LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY, LARK_TRANSPORT (ws|http).`,
 
 // serve runs the server until ctx is done or a component fails.
 func serve(ctx context.Context, cfg Config, getenv func(string) string, logger *slog.Logger) error {
+	unlock, err := lockHome(cfg, "serve")
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	dbURL, stopDB, err := openDatabase(ctx, cfg, logger)
 	if err != nil {
 		return err
