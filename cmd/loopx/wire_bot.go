@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -137,6 +138,7 @@ func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
 		EncryptKey:        key,
 		ControlToken:      d.getenv("LOOPX_SANDBOX_TOKEN"),
 		Logger:            d.logger.With("component", "sandbox"),
+		StateDir:          sandboxStateDir(d),
 	}
 	sb, err := sandbox.New(opts)
 	if err != nil && d.getenv("LOOPX_SANDBOX_ADDR") == "" {
@@ -151,6 +153,9 @@ func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
 	if err != nil {
 		return nil, bot.Config{}, fmt.Errorf("start the lark sandbox (LOOPX_SANDBOX_ADDR): %w", err)
 	}
+	if opts.StateDir != "" {
+		d.logger.Info("the lark sandbox keeps its chats across restarts", "dir", opts.StateDir)
+	}
 	cfg := bot.Config{AppID: sb.AppID(), AppSecret: sb.AppSecret(), VerificationToken: token, EncryptKey: key,
 		BaseURL: sb.URL(), Transport: cmp.Or(d.cfg.Lark.Transport, bot.TransportWS)}
 	if cfg.Transport == bot.TransportHTTP {
@@ -160,6 +165,23 @@ func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
 		}
 	}
 	return sb, cfg, nil
+}
+
+// sandboxStateDir is where the sandbox keeps its chats and cards across restarts:
+// LOOPX_SANDBOX_STATE (a directory, or "off"), else LOOPX_HOME/sandbox when the database is
+// the private one under LOOPX_HOME, whose outbox rows name the sandbox's message ids. With a
+// DATABASE_URL nothing is kept unless asked: that database is not the home's, and replicas
+// may share one home.
+func sandboxStateDir(d *deps) string {
+	switch v := d.getenv("LOOPX_SANDBOX_STATE"); {
+	case v == "off":
+		return ""
+	case v != "":
+		return v
+	case d.cfg.DatabaseURL == "":
+		return filepath.Join(d.cfg.Home, "sandbox")
+	}
+	return ""
 }
 
 // lookupBotOpenID asks Lark who the bot is (the router tells mentions of it apart);
