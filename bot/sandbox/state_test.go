@@ -2,10 +2,13 @@ package sandbox_test
 
 import (
 	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 	"github.com/stretchr/testify/require"
@@ -196,4 +199,48 @@ func TestStateFileStaysCompact(t *testing.T) {
 	got, _ := sb.Message(msg)
 	require.Len(t, got.Reactions, 1)
 	require.Equal(t, "DONE", got.Reactions[0].EmojiType)
+}
+
+// TestChatClientAcrossARestart keeps `loopx chat` running while its sandbox stops and a new one
+// starts on the same address and state: the client reconnects, keeps its numbers, and shows
+// only what is new.
+func TestChatClientAcrossARestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	sb := start(t, sandbox.Options{Addr: addr, StateDir: dir})
+	gate := sendCard(t, client(sb), sb.DefaultChatID(), card("Deploy svc-a?", true, "Approve", "Reject"))
+
+	in, feed := io.Pipe()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: sb.URL(), PollWait: time.Second}, in, out)
+	}()
+	waitFor := func(want string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 10*time.Second, 10*time.Millisecond,
+			"output lacks %q:\n%s", want, out.String())
+	}
+	waitFor("(/click 1 <button#>)")
+
+	sb.Close()
+	waitFor("! lost the sandbox")
+	sb = start(t, sandbox.Options{Addr: addr, StateDir: dir})
+	require.NoError(t, sb.SetCallbackURLs(echoBot(t, sb), ""))
+	waitFor("! sandbox reachable again")
+	_, err = io.WriteString(feed, "/click 1 1\n")
+	require.NoError(t, err)
+	waitFor("* toast [success]: approved")
+	waitFor("Approved by " + sb.DemoUserOpenID())
+	require.Equal(t, 1, strings.Count(out.String(), "(/click 1 <button#>)"), "the open card is not shown again after the restart:\n%s", out.String())
+	m, _ := sb.Message(gate)
+	require.True(t, m.Updated)
+
+	_, err = io.WriteString(feed, "/quit\n")
+	require.NoError(t, err)
+	require.NoError(t, <-done)
 }
