@@ -180,6 +180,14 @@ func TestSandboxSurvivesARestart(t *testing.T) {
 		return strings.Contains(chat.out.String(), "Hi! I am the demo agent")
 	}, 60*time.Second, 100*time.Millisecond, "the agent answers in the chat")
 
+	// The chat reads like Lark: the answered card, titled with its outcome, was printed once
+	// (the bot answers the click with it and also updates the message to it), and its
+	// markdown was rendered, not shown as markup.
+	out := chat.out.String()
+	require.Equal(t, 1, strings.Count(out, "┃ Approved · g1 · #demo-release"), "the answered card once:\n%s", out)
+	require.Contains(t, out, "┃ Owners: @ou_demo_owner")
+	require.NotContains(t, out, "**")
+
 	r := cli("doctor")
 	require.Equal(t, 0, r.code, "doctor after the restart:\n%s%s", r.stdout, r.stderr)
 	require.Contains(t, r.stdout, "no message failed")
