@@ -14,6 +14,8 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 )
 
@@ -338,4 +340,112 @@ func TestOperationsListsEveryMetric(t *testing.T) {
 		}
 	}
 	require.Empty(t, problems)
+}
+
+// chinesePages are the pages Feishu users read in Chinese, each beside its English original.
+var chinesePages = map[string]string{
+	"README.md":          "README.zh.md",
+	"docs/chat.md":       "docs/chat.zh.md",
+	"docs/lark-setup.md": "docs/lark-setup.zh.md",
+	"docs/sandbox.md":    "docs/sandbox.zh.md",
+}
+
+// shape counts what a translation must keep: headings by level, code blocks, table rows.
+func shape(text string) map[string]int {
+	out := map[string]int{}
+	inFence := false
+	for _, line := range strings.Split(text, "\n") {
+		if mdFence.MatchString(line) {
+			inFence = !inFence
+			out["code blocks"]++
+			continue
+		}
+		switch {
+		case inFence:
+		case mdHeadingRE.MatchString(line):
+			out["h"+strconv.Itoa(len(line)-len(strings.TrimLeft(line, "#")))]++
+		case strings.HasPrefix(line, "|"):
+			out["table rows"]++
+		}
+	}
+	return out
+}
+
+// hanShare is the share of Han characters among the letters of the prose (code and link
+// targets left out).
+func hanShare(text string) float64 {
+	var han, latin int
+	inFence := false
+	for _, line := range strings.Split(text, "\n") {
+		if mdFence.MatchString(line) {
+			inFence = !inFence
+			continue
+		}
+		if inFence {
+			continue
+		}
+		for _, r := range mdCodeSpan.ReplaceAllString(mdLinkRE.ReplaceAllString(line, "]"), "") {
+			switch {
+			case unicode.Is(unicode.Han, r):
+				han++
+			case r < unicode.MaxASCII && unicode.IsLetter(r):
+				latin++
+			}
+		}
+	}
+	if han+latin == 0 {
+		return 0
+	}
+	return float64(han) / float64(han+latin)
+}
+
+// TestChinesePagesForFeishuUsers: README, chat, lark-setup and sandbox have Chinese versions,
+// linked both ways, written in Chinese, with the structure of the English page (so a section
+// added to one and not the other shows).
+func TestChinesePagesForFeishuUsers(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	linksTo := func(from, to string) bool {
+		b, err := os.ReadFile(filepath.Join(root, from))
+		require.NoError(t, err)
+		for _, m := range mdLinkRE.FindAllStringSubmatch(string(b), -1) {
+			file, _, _ := strings.Cut(m[1], "#")
+			if filepath.Join(filepath.Dir(from), file) == filepath.Clean(to) {
+				return true
+			}
+		}
+		return false
+	}
+	for en, zh := range chinesePages {
+		zb, err := os.ReadFile(filepath.Join(root, zh))
+		require.NoError(t, err, "%s has no Chinese version %s", en, zh)
+		eb, err := os.ReadFile(filepath.Join(root, en))
+		require.NoError(t, err)
+		require.True(t, linksTo(en, zh), "%s links to %s", en, zh)
+		require.True(t, linksTo(zh, en), "%s links back to %s", zh, en)
+		require.Greater(t, hanShare(string(zb)), 0.5, "%s is written in Chinese", zh)
+		require.Less(t, hanShare(string(eb)), 0.05, "%s is the English page", en)
+		require.Equal(t, shape(string(eb)), shape(string(zb)), "%s keeps the sections, code blocks and tables of %s", zh, en)
+	}
+}
+
+// TestCLIHelpStaysEnglish: the Chinese docs do not leak into the command line's help.
+func TestCLIHelpStaysEnglish(t *testing.T) {
+	t.Parallel()
+	a := &app{getenv: func(string) string { return "" }}
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		n++
+		text := c.Use + c.Short + c.Long + c.Example
+		c.Flags().VisitAll(func(f *pflag.Flag) { text += f.Usage })
+		for _, r := range text {
+			require.False(t, unicode.Is(unicode.Han, r), "loopx %s --help has Chinese text: %q", c.CommandPath(), text)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(a.rootCommand())
+	require.Greater(t, n, 20)
 }
