@@ -152,6 +152,7 @@ func (s *Sandbox) loadState(path string) error {
 	}
 	lines := bytes.Split(b, []byte("\n"))
 	msgs := map[string]*Message{}
+	header := false
 	for i, line := range lines {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -164,9 +165,10 @@ func (s *Sandbox) loadState(path string) error {
 			}
 			return fmt.Errorf("%s line %d is not a state record (%v): move the file away to start the sandbox empty", path, i+1, err)
 		}
-		if i == 0 && r.Version != stateVersion {
+		if !header && r.Version != stateVersion {
 			return fmt.Errorf("%s has state version %d, this loopx reads version %d: move the file away to start the sandbox empty", path, r.Version, stateVersion)
 		}
+		header = true
 		s.counter, s.rev = max(s.counter, r.Counter), max(s.rev, r.Rev)
 		switch {
 		case r.Chat != nil:
