@@ -30,8 +30,14 @@ func benchSandbox(b *testing.B, opts sandbox.Options) *sandbox.Sandbox {
 }
 
 // BenchmarkCreateMessage: one SDK Message.Create round trip (token cached).
-func BenchmarkCreateMessage(b *testing.B) {
-	sb := benchSandbox(b, sandbox.Options{})
+func BenchmarkCreateMessage(b *testing.B) { benchCreate(b, sandbox.Options{}) }
+
+// BenchmarkCreateMessageKept: the same with the model kept in a state directory (one line
+// appended per message, compaction included).
+func BenchmarkCreateMessageKept(b *testing.B) { benchCreate(b, sandbox.Options{StateDir: b.TempDir()}) }
+
+func benchCreate(b *testing.B, opts sandbox.Options) {
+	sb := benchSandbox(b, opts)
 	cli := client(sb)
 	req := larkim.NewCreateMessageReqBuilder().ReceiveIdType("chat_id").Body(larkim.NewCreateMessageReqBodyBuilder().
 		ReceiveId(sb.DefaultChatID()).MsgType("text").Content(textContent("bench")).Build()).Build()

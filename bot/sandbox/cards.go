@@ -13,11 +13,18 @@ type Button struct {
 	Value map[string]any `json:"value"` // the callback value sent on click
 }
 
-// CardView is a card rendered for a terminal: its title, text lines and buttons.
+// CardView is a card read for a terminal: its title, text elements and buttons.
 type CardView struct {
-	Title   string   `json:"title,omitempty"`
-	Lines   []string `json:"lines,omitempty"`
-	Buttons []Button `json:"buttons,omitempty"`
+	Title   string     `json:"title,omitempty"`
+	Lines   []CardLine `json:"lines,omitempty"`
+	Buttons []Button   `json:"buttons,omitempty"`
+}
+
+// CardLine is one text element of a card: Lark markdown (the markdown and lark_md tags, see
+// RenderMarkdown) or plain text, as the card gave it.
+type CardLine struct {
+	Text     string `json:"text"`
+	Markdown bool   `json:"markdown,omitempty"`
 }
 
 // RenderCard renders card JSON (2.0 or 1.0) as text. It reads header.title, markdown,
@@ -26,7 +33,7 @@ type CardView struct {
 func RenderCard(content string) CardView {
 	var root map[string]any
 	if json.Unmarshal([]byte(content), &root) != nil {
-		return CardView{Lines: []string{content}}
+		return CardView{Lines: []CardLine{{Text: content}}}
 	}
 	var v CardView
 	if root["type"] == "template" {
@@ -89,11 +96,11 @@ func walkCard(x any, v *CardView) {
 			return
 		case "markdown", "plain_text", "lark_md":
 			if c, isStr := t["content"].(string); isStr && strings.TrimSpace(c) != "" {
-				v.Lines = append(v.Lines, c)
+				v.Lines = append(v.Lines, CardLine{Text: c, Markdown: tag != "plain_text"})
 			}
 			return
 		case "hr":
-			v.Lines = append(v.Lines, "────")
+			v.Lines = append(v.Lines, CardLine{Text: "────"})
 			return
 		}
 		for _, k := range cardKeyOrder(t) {

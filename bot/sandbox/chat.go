@@ -27,6 +27,9 @@ type ChatOptions struct {
 	Chat     string        // the chat; default the sandbox's default group chat
 	History  int           // messages shown on start and on /chat; default 10
 	PollWait time.Duration // long-poll wait; default 25s
+	// Color styles card markdown with ANSI escapes (bold, italic, code, links); without it
+	// the markup is dropped and the text left plain. Set it for a terminal only.
+	Color bool
 }
 
 const chatHelp = `Type a message and press Enter to send it to the bot (in a group it mentions the bot).
@@ -66,6 +69,7 @@ func RunChat(ctx context.Context, opts ChatOptions, in io.Reader, out io.Writer)
 		return fmt.Errorf("run chat: reach the sandbox at %s (is `loopx serve --sandbox` running? set LOOPX_SANDBOX_URL): %w", opts.URL, err)
 	}
 	s := &chatSession{cli: cli, out: out, info: info, opts: opts, nums: map[string]int{}, noticed: map[string]bool{},
+		shown: map[string]string{}, views: map[string]MessageView{},
 		user: cmp.Or(opts.As, info.DemoUserOpenID), chat: cmp.Or(opts.Chat, info.DefaultChatID)}
 	s.printf("Lark sandbox at %s. You are %s in chat %s. Type /? for help, /quit to leave.\n", opts.URL, s.user, s.chat)
 	if err := s.switchChat(ctx, s.chat, ""); err != nil {
@@ -119,10 +123,12 @@ type chatSession struct {
 	cursor      int64
 	gen         int // bumped on /chat so a poll of the old chat is dropped
 	cancel      context.CancelFunc
-	nums        map[string]int  // message id → number shown
-	noticed     map[string]bool // messages of other chats already announced
-	startCursor int64           // messages created before the session are not announced
-	ids         []string        // number-1 → message id
+	nums        map[string]int         // message id → number shown
+	noticed     map[string]bool        // messages of other chats already announced
+	startCursor int64                  // messages created before the session are not announced
+	ids         []string               // number-1 → message id
+	shown       map[string]string      // message id → what was last printed of it
+	views       map[string]MessageView // message id → its last view, for /click
 }
 
 func (s *chatSession) printf(format string, args ...any) {
@@ -241,8 +247,9 @@ func (s *chatSession) noticeLocked(m MessageView) {
 }
 
 // printLocked writes one message; a message shown before keeps its number. A live change is
-// marked (updated: its content changed; changed: a reaction, a thread opened); history shows
-// only whether the content was ever edited.
+// marked (updated: its content changed; changed: a reaction, a recall) and printed only when
+// what it shows changed: a card the bot answers a click with and then also updates to the
+// same content is printed once. History shows only whether the content was ever edited.
 func (s *chatSession) printLocked(m MessageView, history bool) {
 	n, seen := s.nums[m.MessageID]
 	if !seen {
@@ -250,6 +257,7 @@ func (s *chatSession) printLocked(m MessageView, history bool) {
 		n = len(s.ids)
 		s.nums[m.MessageID] = n
 	}
+	s.views[m.MessageID] = m
 	who := s.label(m.SenderID)
 	if m.SenderType == SenderApp {
 		who = s.info.BotName + " (bot)"
@@ -270,31 +278,51 @@ func (s *chatSession) printLocked(m MessageView, history bool) {
 			tags = append(tags, where+" an older message")
 		}
 	}
+	if m.Recalled {
+		tags = append(tags, "recalled")
+	}
+	body := s.bodyLocked(m)
+	shown := strings.Join(tags, ", ") + "\n" + strings.Join(body, "\n")
+	if seen && !history && s.shown[m.MessageID] == shown {
+		return // nothing on screen would change
+	}
+	s.shown[m.MessageID] = shown
 	switch {
 	case m.Updated && (seen || history):
 		tags = append(tags, "updated")
 	case seen && !history:
 		tags = append(tags, "changed")
 	}
-	if m.Recalled {
-		tags = append(tags, "recalled")
-	}
 	tag := ""
 	if len(tags) > 0 {
 		tag = " [" + strings.Join(tags, ", ") + "]"
 	}
 	fmt.Fprintf(s.out, "#%d %s %s%s\n", n, m.CreatedAt.Local().Format("15:04:05"), who, tag)
-	if m.Recalled {
-		return
+	for _, l := range body {
+		fmt.Fprintln(s.out, l)
 	}
+}
+
+// bodyLocked renders what a message shows under its header line: a card's title, its
+// markdown rendered for the terminal and its numbered buttons; a text with mentions as
+// @names; the reactions.
+func (s *chatSession) bodyLocked(m MessageView) []string {
+	if m.Recalled {
+		return nil
+	}
+	var out []string
 	switch {
 	case m.Card != nil:
 		if m.Card.Title != "" {
-			fmt.Fprintf(s.out, "   ┃ %s\n", m.Card.Title)
+			out = append(out, "   ┃ "+style{ansi: s.opts.Color}.wrap(m.Card.Title, ansiBold, ansiBoldOff))
 		}
 		for _, l := range m.Card.Lines {
-			for _, part := range strings.Split(atNames(l), "\n") {
-				fmt.Fprintf(s.out, "   ┃ %s\n", part)
+			lines := strings.Split(atNames(l.Text), "\n")
+			if l.Markdown {
+				lines = RenderMarkdown(atNames(l.Text), s.opts.Color)
+			}
+			for _, part := range lines {
+				out = append(out, "   ┃ "+part)
 			}
 		}
 		if len(m.Card.Buttons) > 0 {
@@ -302,23 +330,23 @@ func (s *chatSession) printLocked(m MessageView, history bool) {
 			for _, b := range m.Card.Buttons {
 				bs = append(bs, fmt.Sprintf("[%d %s]", b.N, b.Text))
 			}
-			fmt.Fprintf(s.out, "   %s   (/click %d <button#>)\n", strings.Join(bs, " "), n)
+			out = append(out, fmt.Sprintf("   %s   (/click %d <button#>)", strings.Join(bs, " "), s.nums[m.MessageID]))
 		}
 	case m.MsgType == "text":
 		text := m.Text
 		for _, mn := range m.Mentions {
 			text = strings.ReplaceAll(text, mn.Key, "@"+cmp.Or(mn.Name, mn.OpenID))
 		}
-		text = atNames(text)
-		for _, l := range strings.Split(text, "\n") {
-			fmt.Fprintf(s.out, "   %s\n", l)
+		for _, l := range strings.Split(atNames(text), "\n") {
+			out = append(out, "   "+l)
 		}
 	default:
-		fmt.Fprintf(s.out, "   (%s) %s\n", m.MsgType, m.Content)
+		out = append(out, fmt.Sprintf("   (%s) %s", m.MsgType, m.Content))
 	}
 	if len(m.Reactions) > 0 {
-		fmt.Fprintf(s.out, "   reactions: %s\n", strings.Join(m.Reactions, ", "))
+		out = append(out, "   reactions: "+strings.Join(m.Reactions, ", "))
 	}
+	return out
 }
 
 // messageNumber resolves a "#3" or "3" shown by this session to a message id.
@@ -326,10 +354,26 @@ func (s *chatSession) messageNumber(arg string) (string, error) {
 	n, err := strconv.Atoi(strings.TrimPrefix(arg, "#"))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil || n < 1 || n > len(s.ids) {
-		return "", fmt.Errorf("message %q: use a number shown as #N (1 to %d)", arg, len(s.ids))
+	switch {
+	case len(s.ids) == 0:
+		return "", fmt.Errorf("there is no message #%s: no message is shown yet", strings.TrimPrefix(arg, "#"))
+	case err != nil || n < 1 || n > len(s.ids):
+		return "", fmt.Errorf("there is no message #%s: use a number shown as #N (#1 to #%d)", strings.TrimPrefix(arg, "#"), len(s.ids))
 	}
 	return s.ids[n-1], nil
+}
+
+// onScreen replaces the message ids in an error from the sandbox with the numbers this
+// session shows them as (#3): a person never sees the ids.
+func (s *chatSession) onScreen(text string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, n := range s.nums {
+		if strings.Contains(text, id) {
+			text = regexp.MustCompile(regexp.QuoteMeta(id)+`\b`).ReplaceAllString(text, "#"+strconv.Itoa(n))
+		}
+	}
+	return text
 }
 
 // handle runs one input line; it reports true on /quit.
@@ -411,7 +455,7 @@ func (s *chatSession) handle(ctx context.Context, line string) bool {
 		err = s.post(ctx, line, "", false)
 	}
 	if err != nil {
-		s.printf("! %v\n", err)
+		s.printf("! %s\n", s.onScreen(err.Error()))
 	}
 	return false
 }
@@ -424,13 +468,24 @@ func (s *chatSession) click(ctx context.Context, fields []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := strconv.Atoi(fields[2])
+	b, err := strconv.Atoi(strings.Trim(fields[2], "[]"))
 	if err != nil {
 		return fmt.Errorf("button %q: use the number shown in [N ...]", fields[2])
 	}
 	s.mu.Lock()
-	user := s.user
+	user, v, n := s.user, s.views[id], s.nums[id]
 	s.mu.Unlock()
+	// Checked here against what the screen shows, so the answer speaks of #N and [N].
+	switch {
+	case v.Recalled:
+		return fmt.Errorf("#%d was recalled: there is nothing to click", n)
+	case v.Card == nil:
+		return fmt.Errorf("#%d is a message, not a card: only cards have buttons", n)
+	case len(v.Card.Buttons) == 0:
+		return fmt.Errorf("card #%d has no buttons (an answered card has none)", n)
+	case b < 1 || b > len(v.Card.Buttons):
+		return fmt.Errorf("card #%d has buttons [1] to [%d]; there is no button [%d]", n, len(v.Card.Buttons), b)
+	}
 	ans, err := s.cli.Click(ctx, ClickRequest{MessageID: id, Button: b, OpenID: user})
 	if err != nil {
 		return fmt.Errorf("click: %w", err)
@@ -441,7 +496,7 @@ func (s *chatSession) click(ctx context.Context, fields []string) error {
 	}
 	s.printf("* toast [%s]: %s\n", cmp.Or(ans.Toast.Type, "info"), toast)
 	if ans.Error != "" {
-		s.printf("! %s\n", ans.Error)
+		s.printf("! %s\n", s.onScreen(ans.Error))
 	}
 	return nil
 }

@@ -150,7 +150,7 @@ func TestChatClientAgainstSandbox(t *testing.T) {
 	waitFor("* now in chat " + sb.DefaultChatID())
 
 	say("/click 99 1")
-	waitFor("! message \"99\": use a number shown as #N")
+	waitFor("! there is no message #99: use a number shown as #N (#1 to #17)")
 
 	say("/quit")
 	select {
@@ -207,5 +207,96 @@ func TestChatClientShowsMentionTagsAsNames(t *testing.T) {
 	out := &syncBuffer{}
 	require.NoError(t, sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: sb.URL()}, strings.NewReader("/quit\n"), out))
 	require.Contains(t, out.String(), "   Owners: @ou_ann and @Bo\n")
-	require.Contains(t, out.String(), "   ┃ **Owners:** @ou_ann\n")
+	require.Contains(t, out.String(), "   ┃ Owners: @ou_ann\n")
+}
+
+// TestChatClientReadsLikeLark: card markdown is rendered (plain in a pipe, styled on a
+// terminal), a card the bot answers a click with and then updates to the same content is
+// printed once, and /click mistakes are explained with the numbers on screen.
+func TestChatClientReadsLikeLark(t *testing.T) {
+	t.Parallel()
+	sb := start(t, sandbox.Options{})
+	cli := client(sb)
+	chat := sb.DefaultChatID()
+	require.True(t, sendText(t, cli, chat, "plain text", "").Success())
+	rich := `{"schema":"2.0","config":{"update_multi":true},"header":{"title":{"tag":"plain_text","content":"Decision needed · g1"}},
+		"body":{"elements":[{"tag":"markdown","content":"**Owners:** <at id=ou_demo_owner></at>\n- draft **done**\n- publish next\nReply ` + "`/approve g1`" + `"},
+		{"tag":"div","text":{"tag":"plain_text","content":"2 * 3 is **not** bold here"}},
+		{"tag":"button","text":{"tag":"plain_text","content":"Approve"},"behaviors":[{"type":"callback","value":{"o":"approve"}}]},
+		{"tag":"button","text":{"tag":"plain_text","content":"Reject"},"behaviors":[{"type":"callback","value":{"o":"reject"}}]}]}}`
+	gate := sendCard(t, cli, chat, rich)
+	require.NoError(t, sb.SetCallbackURLs(echoBot(t, sb), ""))
+
+	in, feed := io.Pipe()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: sb.URL(), PollWait: time.Second}, in, out)
+	}()
+	say := func(line string) {
+		t.Helper()
+		_, err := io.WriteString(feed, line+"\n")
+		require.NoError(t, err)
+	}
+	waitFor := func(want string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 5*time.Second, 10*time.Millisecond,
+			"output lacks %q:\n%s", want, out.String())
+	}
+	waitFor("   ┃ Decision needed · g1\n" +
+		"   ┃ Owners: @ou_demo_owner\n" +
+		"   ┃ • draft done\n" +
+		"   ┃ • publish next\n" +
+		"   ┃ Reply /approve g1\n" +
+		"   ┃ 2 * 3 is **not** bold here\n" +
+		"   [1 Approve] [2 Reject]   (/click 2 <button#>)\n")
+
+	// Mistakes speak of what is on screen.
+	say("/click 1 1")
+	waitFor("! #1 is a message, not a card: only cards have buttons")
+	say("/click 2 5")
+	waitFor("! card #2 has buttons [1] to [2]; there is no button [5]")
+	say("/click 7 1")
+	waitFor("! there is no message #7: use a number shown as #N (#1 to #2)")
+
+	// The click's answer replaces the card; the bot's later update to the same content (what
+	// the outbox sender does) shows nothing new, so the card is printed once.
+	say("/click 2 1")
+	waitFor("* toast [success]: approved")
+	waitFor("[updated]\n   ┃ Approved by " + sb.DemoUserOpenID())
+	answered, _ := sb.Message(gate)
+	p, err := cli.Im.V1.Message.Patch(t.Context(), larkim.NewPatchMessageReqBuilder().MessageId(gate).
+		Body(larkim.NewPatchMessageReqBodyBuilder().Content(answered.Content).Build()).Build())
+	require.NoError(t, err)
+	require.True(t, p.Success(), "%d %s", p.Code, p.Msg)
+	require.True(t, sendText(t, cli, chat, "after the update", "").Success())
+	waitFor("after the update") // changes arrive in order: the update was seen before it
+	say("/click 2 1")
+	waitFor("! card #2 has no buttons (an answered card has none)")
+	require.Equal(t, 1, strings.Count(out.String(), "[updated]"), "the answered card is printed once:\n%s", out.String())
+
+	// A bot that fails the callback: the error names #2, never the message id.
+	fresh := sendCard(t, cli, chat, rich)
+	waitFor("(/click 4 <button#>)")
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
+	t.Cleanup(broken.Close)
+	require.NoError(t, sb.SetCallbackURLs("", broken.URL))
+	say("/click 4 2")
+	waitFor("* toast [error]: the bot did not answer the click")
+	waitFor("! click button on #4: bad card callback answer: answered HTTP 500")
+	require.NotContains(t, out.String(), fresh)
+	require.NotContains(t, out.String(), gate)
+
+	say("/quit")
+	require.NoError(t, <-done)
+}
+
+// TestChatClientStylesMarkdownOnATerminal: with Color, card markdown is ANSI-styled.
+func TestChatClientStylesMarkdownOnATerminal(t *testing.T) {
+	t.Parallel()
+	sb := start(t, sandbox.Options{})
+	sendCard(t, client(sb), sb.DefaultChatID(), `{"schema":"2.0","header":{"title":{"tag":"plain_text","content":"Report"}},"body":{"elements":[{"tag":"markdown","content":"**Todos** done 1 · `+"`loopx runs`"+`"}]}}`)
+	out := &syncBuffer{}
+	require.NoError(t, sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: sb.URL(), Color: true}, strings.NewReader("/quit\n"), out))
+	require.Contains(t, out.String(), "   ┃ \x1b[1mReport\x1b[22m\n   ┃ \x1b[1mTodos\x1b[22m done 1 · \x1b[36mloopx runs\x1b[39m\n")
 }

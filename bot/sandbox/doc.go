@@ -59,6 +59,15 @@
 //   - The WS endpoint (POST /callback/ws/endpoint) checks the app id and secret and hands out
 //     a one-time ticket; an upgrade without a valid ticket is refused with 403. At most 50
 //     connections. Pings are answered with pongs carrying the ClientConfig (never zeros).
+//   - State: with Options.StateDir the chat model (chats, messages, cards, threads, reactions,
+//     recalls, the uuid dedupe window, the control API's cursor) survives the Sandbox: each
+//     change is appended to StateDir/state.jsonl before the call that made it answers, the file
+//     is rewritten compactly at start and when superseded lines pile up, and New on the same
+//     directory starts where the last Sandbox stopped, so the bot's stored message ids stay
+//     valid (no 230011 after a restart). A process killed mid-way loses nothing it answered;
+//     a machine crash may lose the last lines (no fsync per change), and a last line cut short
+//     is dropped. The directory is locked (flock) while a Sandbox has it. Access tokens,
+//     click tokens, faults, rate counters and the request log are not kept.
 //   - Close stops every goroutine the sandbox started. There is no package-level state.
 //
 // # Scenario helpers

@@ -202,6 +202,7 @@ func (s *Sandbox) RemoveBot(chatID string) {
 	if c := s.chats[chatID]; c != nil {
 		c.botIn = false
 		s.bumpLocked()
+		s.saveChatLocked(c)
 	}
 }
 
@@ -211,9 +212,12 @@ func (s *Sandbox) addChatLocked(chatID string, typ ChatType, name string) *chat 
 		c = &chat{id: chatID, typ: typ, name: name}
 		s.chats[chatID] = c
 		s.chatOrder = append(s.chatOrder, chatID)
+	} else if c.botIn {
+		return c
 	}
 	c.botIn = true
 	s.bumpLocked()
+	s.saveChatLocked(c)
 	return c
 }
 
@@ -241,11 +245,14 @@ func (s *Sandbox) storeMessageLocked(c *chat, m *Message) {
 	m.Seq = m.Rev
 	s.messages[m.ID] = m
 	c.messages = append(c.messages, m.ID)
+	s.saveMessageLocked(m)
 }
 
-// touchLocked marks m changed for the control API's cursor.
+// touchLocked marks m changed for the control API's cursor (and the state file); callers
+// change m first.
 func (s *Sandbox) touchLocked(m *Message) {
 	m.Rev = s.bumpLocked()
+	s.saveMessageLocked(m)
 }
 
 // viewLocked renders m as Lark's Message JSON.

@@ -92,6 +92,11 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the sandbox's own log; default discards. Secrets are never logged.
 	Logger *slog.Logger
+	// StateDir, when set, keeps the chat model (chats, messages, cards, reactions, threads)
+	// in this directory so that a new Sandbox on it starts where the last one stopped: New
+	// reads it, every change is written as it happens, Close syncs it. The directory is
+	// locked while a Sandbox has it. Tokens, click tokens, faults and counters are not kept.
+	StateDir string
 }
 
 // WSConfig is the ClientConfig the WS endpoint hands to the SDK. All values are in seconds and
@@ -151,6 +156,7 @@ type Sandbox struct {
 	eventURL  string
 	cardURL   string
 	ws        wsState
+	state     *stateStore // nil without Options.StateDir
 }
 
 // New validates opts, applies defaults and binds the listener, so URL is known at once.
@@ -185,6 +191,13 @@ func New(opts Options) (*Sandbox, error) {
 		eventURL: opts.EventURL,
 		cardURL:  opts.CardURL,
 		ws:       newWSState(),
+	}
+	if opts.StateDir != "" {
+		if err := s.openState(opts.StateDir); err != nil {
+			cancel()
+			_ = ln.Close()
+			return nil, fmt.Errorf("new sandbox: %w", err)
+		}
 	}
 	s.addChatLocked(opts.DefaultChatID, ChatGroup, "LoopX sandbox")
 	s.srv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -324,6 +337,7 @@ func (s *Sandbox) Run(ctx context.Context) error {
 func (s *Sandbox) Close() {
 	s.shutdown()
 	s.wg.Wait()
+	s.closeState()
 }
 
 func (s *Sandbox) shutdown() {

@@ -48,6 +48,11 @@ under LOOPX_HOME when DATABASE_URL is unset), under a database lock.`,
 			}
 			ctx := cmd.Context()
 			logger := newLogger(a.stderr, cfg.LogFormat, cfg.LogLevel)
+			unlock, err := lockHome(cfg, "migrate")
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			url, stopDB, err := openDatabase(ctx, cfg, logger)
 			if err != nil {
 				return err
@@ -103,14 +108,15 @@ server cannot be reached.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			c, err := a.newClient()
+			// The server is asked first: an unreachable server exits 3 whatever the token.
+			base, _, err := a.serverURL()
 			if err != nil {
 				return err
 			}
 			var checks []check
 			hc := &http.Client{Timeout: 5 * time.Second}
 			get := func(path string) (int, []byte, error) {
-				resp, err := hc.Get(c.base + path)
+				resp, err := hc.Get(base + path)
 				if err != nil {
 					return 0, nil, err
 				}
@@ -120,9 +126,9 @@ server cannot be reached.`,
 			}
 			code, _, err := get("/healthz")
 			if err != nil {
-				return unreachableError{fmt.Errorf("reach loopx server at %s: %w (is loopx serve running?)", c.base, err)}
+				return unreachableError{fmt.Errorf("reach loopx server at %s: %w (is loopx serve running?)", base, err)}
 			}
-			checks = append(checks, check{Name: "server", OK: code == http.StatusOK, Detail: fmt.Sprintf("%s/healthz answered %d", c.base, code)})
+			checks = append(checks, check{Name: "server", OK: code == http.StatusOK, Detail: fmt.Sprintf("%s/healthz answered %d", base, code)})
 
 			code, body, err := get("/readyz")
 			var rz struct {
@@ -140,12 +146,13 @@ server cannot be reached.`,
 				check{Name: "migrations", OK: err == nil && code == http.StatusOK && rz.Migrations.Current == rz.Migrations.Latest,
 					Detail: fmt.Sprintf("version %d of %d", rz.Migrations.Current, rz.Migrations.Latest)})
 
-			raw, err := c.call(ctx, http.MethodGet, "/v1/whoami", nil, nil)
-			tok := check{Name: "token", OK: err == nil}
-			if err != nil {
+			tok := check{Name: "token"}
+			if c, err := a.newClient(); err != nil {
+				tok.Detail = err.Error()
+			} else if raw, err := c.call(ctx, http.MethodGet, "/v1/whoami", nil, nil); err != nil {
 				tok.Detail = err.Error()
 			} else {
-				tok.Detail = "valid: " + strings.TrimSpace(string(raw))
+				tok.OK, tok.Detail = true, "valid: "+strings.TrimSpace(string(raw))
 			}
 			checks = append(checks, tok)
 			for _, h := range doctorHooks() {

@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"errors"
+	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +29,9 @@ and cards appear as text, card buttons numbered. Your own commands:
   /chat <chat_id> [p2p|group], /dm, /chats, /? (help), /quit
 Any other line, slash commands included (/help, /status, /approve ...), goes to the bot.
 
+Card markdown is shown styled on a terminal (plain when the output is a pipe, or with
+NO_COLOR set).
+
 Environment: LOOPX_SANDBOX_URL (default ` + sandbox.DefaultSandboxURL + `), LOOPX_SANDBOX_TOKEN (the
 sandbox's control token, when it has one).`,
 		Example: `  loopx chat
@@ -39,6 +44,7 @@ sandbox's control token, when it has one).`,
 				Token: a.getenv("LOOPX_SANDBOX_TOKEN"),
 				As:    as,
 				Chat:  chat,
+				Color: isTerminal(a.stdout) && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb",
 			}, a.stdin, a.stdout)
 			if err == nil {
 				return nil
@@ -53,4 +59,14 @@ sandbox's control token, when it has one).`,
 	cmd.Flags().StringVar(&as, "as", "", "open_id to speak as (default: the sandbox's demo owner)")
 	cmd.Flags().StringVar(&chat, "chat", "", "chat id to join (default: the sandbox's demo group chat)")
 	return cmd
+}
+
+// isTerminal reports whether w is a character device (a terminal), where ANSI styles show.
+func isTerminal(w io.Writer) bool {
+	f, isFile := w.(*os.File)
+	if !isFile {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -29,14 +29,9 @@ type client struct {
 // newClient resolves LOOPX_URL and LOOPX_TOKEN. With no LOOPX_TOKEN and the default URL, it
 // uses the admin token that `loopx serve` keeps under LOOPX_HOME.
 func (a *app) newClient() (*client, error) {
-	base := a.getenv("LOOPX_URL")
-	isDefault := base == ""
-	if isDefault {
-		base = "http://" + DefaultListen
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", base, DefaultListen)}
+	base, isDefault, err := a.serverURL()
+	if err != nil {
+		return nil, err
 	}
 	token := a.getenv("LOOPX_TOKEN")
 	if token == "" && isDefault {
@@ -58,9 +53,23 @@ func (a *app) newClient() (*client, error) {
 		key = hex.EncodeToString(b)
 	}
 	return &client{
-		base: strings.TrimRight(base, "/"), token: token, idemKey: key,
+		base: base, token: token, idemKey: key,
 		http: &http.Client{Timeout: 60 * time.Second},
 	}, nil
+}
+
+// serverURL is LOOPX_URL without a trailing slash, or the default server (isDefault).
+func (a *app) serverURL() (base string, isDefault bool, err error) {
+	base = a.getenv("LOOPX_URL")
+	isDefault = base == ""
+	if isDefault {
+		base = "http://" + DefaultListen
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", false, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", base, DefaultListen)}
+	}
+	return strings.TrimRight(base, "/"), isDefault, nil
 }
 
 // call sends one request and returns the raw JSON answer. A non-2xx answer is an *api.Error;

@@ -84,6 +84,12 @@ type Config struct {
 	SandboxAddr string
 	// SandboxToken guards the emulator's control API (LOOPX_SANDBOX_TOKEN); "" = none.
 	SandboxToken secret
+	// SandboxState is where the emulator keeps its chats and cards across restarts
+	// (LOOPX_SANDBOX_STATE: a directory, or off); "" = nothing is kept. By default it is
+	// LOOPX_HOME/sandbox when the database is the private one under LOOPX_HOME, whose outbox
+	// rows name the sandbox's message ids; with a DATABASE_URL nothing is kept unless asked
+	// (that database is not the home's, and replicas may share one home).
+	SandboxState string
 	// Bot runs the Lark side (LOOPX_BOT, default on).
 	Bot bool
 	// Lang answers chats whose chat and goal set no language (LOOPX_LANG: en | zh).
@@ -190,6 +196,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 			bad("LOOPX_TEST_CLOCK", "%v", err)
 		}
 		cfg.Scheduler.TestClock = c
+	}
+	switch v := getenv("LOOPX_SANDBOX_STATE"); {
+	case strings.EqualFold(v, "off"):
+	case v != "":
+		cfg.SandboxState = v
+	case cfg.DatabaseURL == "":
+		cfg.SandboxState = filepath.Join(cfg.Home, "sandbox")
 	}
 	if cfg.Replica == "" {
 		host, _ := os.Hostname()

@@ -330,6 +330,11 @@ func TestEndToEndTurn(t *testing.T) {
 		r := s.cli(t, admin, "doctor", "--format", "json")
 		require.Equal(t, 0, r.code, "%s %s", r.stdout, r.stderr)
 		require.Equal(t, true, r.json(t)["ok"])
+		// Reachable without a token: the token check fails (exit 1), the others still run.
+		r = s.cli(t, "", "doctor")
+		require.Equal(t, exitRefused, r.code, "%s %s", r.stdout, r.stderr)
+		require.Contains(t, r.stdout, "ok   server")
+		require.Contains(t, r.stdout, "FAIL token       LOOPX_TOKEN: not set")
 	})
 }
 
@@ -424,6 +429,22 @@ func TestServeWithoutDatabaseURL(t *testing.T) {
 
 	r := s.cli(t, token, "goal", "create", "--goal-id", "local")
 	require.Equal(t, 0, r.code, r.stderr)
+
+	// A second serve (or migrate) on the same home says who holds it, instead of PostgreSQL's
+	// "postmaster.pid already exists", and leaves the first one running.
+	holder := fmt.Sprintf("another LoopX (loopx serve, pid %d, listening on %s) is running on LOOPX_HOME %s",
+		s.cmd.Process.Pid, strings.TrimPrefix(s.url, "http://"), home)
+	for _, args := range [][]string{{"serve"}, {"migrate"}} {
+		second := exec.CommandContext(t.Context(), loopxBinary(t), args...)
+		second.Env = append(baseEnv(), "LOOPX_HOME="+home, "LOOPX_LISTEN="+freeAddr(t))
+		out, err := second.CombinedOutput()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "loopx %s on a busy home must fail: %s", args[0], out)
+		require.Equal(t, exitRefused, ee.ExitCode(), "%s", out)
+		require.Contains(t, string(out), holder)
+		require.NotContains(t, string(out), "postmaster.pid")
+	}
+	require.Equal(t, 0, s.cli(t, token, "goal", "show", "--goal-id", "local").code, "the first server still serves")
 	s.stop(t)
 
 	// The data survives a restart, and the token is the same.

@@ -105,9 +105,9 @@ Environment: LOOPX_LISTEN, DATABASE_URL, LOOPX_HOME, LOOPX_ADMIN_TOKEN, LOOPX_AD
 LOG_FORMAT (text|json), LOG_LEVEL (debug|info|warn|error), LOOPX_LANG (en|zh),
 LOOPX_RECEIPT (reaction|reply), LOOPX_INBOX_ACK_TIMEOUT, LOOPX_INBOX_MAX_PENDING,
 LOOPX_BOT, LOOPX_SCHEDULER, LOOPX_DEMO, LOOPX_EXEC_SHELL (on/off), LOOPX_JITTER_MAX,
-LOOPX_AGENT_URL, LOOPX_REPLICA, LOOPX_SANDBOX_ADDR, LOOPX_SANDBOX_TOKEN, LARK_APP_ID,
-LARK_APP_SECRET, LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY, LARK_TRANSPORT (ws|http),
-LARK_BASE_URL, LARK_BOT_OPEN_ID. docs/operations.md describes each.`,
+LOOPX_AGENT_URL, LOOPX_REPLICA, LOOPX_SANDBOX_ADDR, LOOPX_SANDBOX_TOKEN, LOOPX_SANDBOX_STATE,
+LARK_APP_ID, LARK_APP_SECRET, LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY,
+LARK_TRANSPORT (ws|http), LARK_BASE_URL, LARK_BOT_OPEN_ID. docs/operations.md describes each.`,
 		Example: `  loopx serve
   DATABASE_URL=postgres://loopx@db/loopx LOOPX_ADMIN_TOKEN=$(openssl rand -hex 32) loopx serve
   loopx serve --sandbox`,
@@ -127,6 +127,11 @@ LARK_BASE_URL, LARK_BOT_OPEN_ID. docs/operations.md describes each.`,
 
 // serve runs the server until ctx is done or a component fails.
 func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	unlock, err := lockHome(cfg, "serve")
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	dbURL, stopDB, err := openDatabase(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -115,6 +115,7 @@ func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
 		EncryptKey:        key,
 		ControlToken:      string(d.cfg.SandboxToken),
 		Logger:            d.logger.With("component", "sandbox"),
+		StateDir:          d.cfg.SandboxState,
 	}
 	sb, err := sandbox.New(opts)
 	if err != nil && d.cfg.SandboxAddr == "" {
@@ -128,6 +129,9 @@ func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
 	}
 	if err != nil {
 		return nil, bot.Config{}, fmt.Errorf("start the lark sandbox (LOOPX_SANDBOX_ADDR): %w", err)
+	}
+	if opts.StateDir != "" {
+		d.logger.Info("the lark sandbox keeps its chats across restarts", "dir", opts.StateDir)
 	}
 	cfg := bot.Config{AppID: sb.AppID(), AppSecret: sb.AppSecret(), VerificationToken: token, EncryptKey: key,
 		BaseURL: sb.URL(), Transport: cmp.Or(d.cfg.Lark.Transport, bot.TransportWS)}
