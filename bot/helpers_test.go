@@ -104,7 +104,7 @@ const (
 	stranger  = "ou_stranger"
 )
 
-type env struct {
+type testBundle struct {
 	t      *testing.T
 	sb     *sandbox.Sandbox
 	st     *store.Store
@@ -119,7 +119,7 @@ type env struct {
 	metrics *bot.Metrics
 }
 
-type envOpts struct {
+type bundleOpts struct {
 	transport string
 	// realRouter feeds intakes to router.Chat instead of the test stand-in.
 	realRouter bool
@@ -129,8 +129,8 @@ type envOpts struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// newEnv starts a sandbox, a database, and one intake on the chosen transport.
-func newEnv(t *testing.T, o envOpts) *env {
+// setup starts a sandbox, a database, and one intake on the chosen transport.
+func setup(t *testing.T, o bundleOpts) *testBundle {
 	t.Helper()
 	so := o.sandbox
 	so.VerificationToken = testToken
@@ -143,7 +143,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	t.Cleanup(sb.Close)
 	st := storetest.New(t, store.Options{})
 	reg := prometheus.NewRegistry()
-	e := &env{t: t, sb: sb, st: st, rt: &testRouter{st: st}, reg: reg, metrics: bot.NewMetrics(reg)}
+	e := &testBundle{t: t, sb: sb, st: st, rt: &testRouter{st: st}, reg: reg, metrics: bot.NewMetrics(reg)}
 	e.h = e.rt
 	if o.realRouter {
 		chat, err := newChat(t, st, router.Options{BotOpenID: sb.BotOpenID(), Logger: quietLogger(), OnDuplicate: e.metrics.CountDuplicate})
@@ -160,7 +160,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 }
 
 // startIntake starts one more intake (a replica) on the same database.
-func (e *env) startIntake(transport string) (*bot.Intake, string) {
+func (e *testBundle) startIntake(transport string) (*bot.Intake, string) {
 	t := e.t
 	cfg := e.cfg
 	cfg.Transport = transport
@@ -192,7 +192,7 @@ func (e *env) startIntake(transport string) (*bot.Intake, string) {
 }
 
 // startSender runs one sender (a replica) until the test ends.
-func (e *env) startSender(name string, limits bot.RateLimits) *bot.Sender {
+func (e *testBundle) startSender(name string, limits bot.RateLimits) *bot.Sender {
 	t := e.t
 	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: limits},
 		bot.SenderOptions{Owner: name, Logger: quietLogger(), RetryBase: 20 * time.Millisecond, Poll: 500 * time.Millisecond})
@@ -212,14 +212,14 @@ func (e *env) startSender(name string, limits bot.RateLimits) *bot.Sender {
 	return s
 }
 
-func (e *env) count(sql string, args ...any) int {
+func (e *testBundle) count(sql string, args ...any) int {
 	e.t.Helper()
 	var n int
 	require.NoError(e.t, e.st.DB().QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
 
-func (e *env) insertOutbox(kind, chat, content, uuid string) int64 {
+func (e *testBundle) insertOutbox(kind, chat, content, uuid string) int64 {
 	e.t.Helper()
 	var id int64
 	require.NoError(e.t, e.st.DB().QueryRow(context.Background(),
@@ -229,7 +229,7 @@ func (e *env) insertOutbox(kind, chat, content, uuid string) int64 {
 
 // counter reads the value of a counter series of the env's metrics with exactly these labels
 // (0 when it was never counted).
-func (e *env) counter(name string, labels map[string]string) float64 {
+func (e *testBundle) counter(name string, labels map[string]string) float64 {
 	e.t.Helper()
 	mf, err := e.reg.Gather()
 	require.NoError(e.t, err)

@@ -41,7 +41,7 @@ func TestMessageHandledOnceOverBothTransports(t *testing.T) {
 	for _, tr := range []string{bot.TransportHTTP, bot.TransportWS} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOpts{transport: tr})
+			e := setup(t, bundleOpts{transport: tr})
 			e.startSender("s1", bot.DefaultRateLimits)
 			chat := e.sb.DefaultChatID()
 
@@ -75,7 +75,7 @@ func TestMessageHandledOnceOverBothTransports(t *testing.T) {
 // The same event reaching two replicas (two intakes on one database) has one effect.
 func TestSameEventOnTwoReplicasHasOneEffect(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	_, second := e.startIntake(bot.TransportHTTP)
 	e.startSender("s1", bot.DefaultRateLimits)
 	e.startSender("s2", bot.DefaultRateLimits)
@@ -110,7 +110,7 @@ func TestHandlerErrorMakesLarkRedeliver(t *testing.T) {
 	for _, tr := range []string{bot.TransportHTTP, bot.TransportWS} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOpts{transport: tr})
+			e := setup(t, bundleOpts{transport: tr})
 			e.rt.failNext.Store(1)
 			d, err := e.sb.UserSays(e.sb.DefaultChatID(), sandbox.ChatGroup, owner, "retry me", sandbox.MentionBot())
 			require.NoError(t, err)
@@ -124,8 +124,8 @@ func TestHandlerErrorMakesLarkRedeliver(t *testing.T) {
 
 func TestForgedCallbacksAreRejectedAndStoreNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
-	tok := newEnv(t, envOpts{transport: bot.TransportHTTP, noKey: true})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
+	tok := setup(t, bundleOpts{transport: bot.TransportHTTP, noKey: true})
 
 	payload := func(token string) []byte {
 		b, _ := json.Marshal(map[string]any{"schema": "2.0",
@@ -188,7 +188,7 @@ func TestForgedCallbacksAreRejectedAndStoreNothing(t *testing.T) {
 	require.Equal(t, 2.0, tok.counter("loopx_lark_events_rejected_total", map[string]string{"transport": bot.TransportHTTP, "reason": "bad_token"}))
 	require.Equal(t, 1.0, tok.counter("loopx_lark_events_rejected_total", map[string]string{"transport": bot.TransportHTTP, "reason": "malformed"}))
 
-	for _, x := range []*env{e, tok} {
+	for _, x := range []*testBundle{e, tok} {
 		require.Zero(t, x.count(`SELECT count(*) FROM lark_event`))
 		require.Zero(t, x.count(`SELECT count(*) FROM unrouted`))
 		require.Zero(t, x.rt.calls.Load(), "the router never saw a forged event")
@@ -205,7 +205,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestURLVerificationChallenge(t *testing.T) {
 	t.Parallel()
 	for _, noKey := range []bool{false, true} {
-		e := newEnv(t, envOpts{transport: bot.TransportHTTP, noKey: noKey})
+		e := setup(t, bundleOpts{transport: bot.TransportHTTP, noKey: noKey})
 		good, _ := json.Marshal(map[string]string{"type": "url_verification", "challenge": "ch-42", "token": testToken})
 		status, body, err := e.sb.PushHTTP(t.Context(), e.srvURL+"/lark/events", good)
 		require.NoError(t, err)
@@ -224,7 +224,7 @@ func TestUnknownEventIsAcknowledged(t *testing.T) {
 	for _, tr := range []string{bot.TransportHTTP, bot.TransportWS} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOpts{transport: tr})
+			e := setup(t, bundleOpts{transport: tr})
 			for _, typ := range []string{"im.chat.updated_v1", "vc.meeting.all_meeting_started_v1"} {
 				d, err := e.sb.Deliver(typ, map[string]any{"chat_id": "oc_1"})
 				require.NoError(t, err)
@@ -248,7 +248,7 @@ func TestGateCardClickOverBothTransports(t *testing.T) {
 	for _, tr := range []string{bot.TransportHTTP, bot.TransportWS} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOpts{transport: tr})
+			e := setup(t, bundleOpts{transport: tr})
 			e.startSender("s1", bot.DefaultRateLimits)
 			ctx := t.Context()
 			chat := e.sb.DefaultChatID()
@@ -299,7 +299,7 @@ func TestGateCardClickOverBothTransports(t *testing.T) {
 
 func TestCardAnswerIsNeverNil(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	e.startSender("s1", bot.DefaultRateLimits)
 	chat := e.sb.DefaultChatID()
 	e.insertOutbox("card", chat, `{"schema":"2.0","body":{"elements":[]}}`, "card-nil")
@@ -316,7 +316,7 @@ func TestCardAnswerIsNeverNil(t *testing.T) {
 // A dropped long connection reconnects, and an event redelivered after it is handled once.
 func TestWSDropReconnectsAndRedeliveryHandledOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportWS})
+	e := setup(t, bundleOpts{transport: bot.TransportWS})
 	chat := e.sb.DefaultChatID()
 	d, err := e.sb.UserSays(chat, sandbox.ChatGroup, owner, "before drop", sandbox.MentionBot())
 	require.NoError(t, err)
@@ -339,7 +339,7 @@ func TestWSDropReconnectsAndRedeliveryHandledOnce(t *testing.T) {
 
 func TestPostMessageFlattenedToText(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	post := `{"title":"Plan","content":[[{"tag":"at","user_id":"@_user_1","user_name":"LoopX"},{"tag":"text","text":" #demo ship "},{"tag":"a","text":"docs","href":"https://x"}],[{"tag":"text","text":"second line"}]]}`
 	d, err := e.sb.Deliver("im.message.receive_v1", map[string]any{
 		"sender": map[string]any{"sender_id": map[string]any{"open_id": owner}, "sender_type": "user"},
@@ -358,7 +358,7 @@ func TestPostMessageFlattenedToText(t *testing.T) {
 // (handshakes refused), the watchdog starts a fresh client, and events flow again.
 func TestWSWatchdogReplacesAStalledLink(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP}) // HTTP intake unused; a WS one below
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP}) // HTTP intake unused; a WS one below
 	reg := prometheus.NewRegistry()
 	cfg := e.cfg
 	cfg.Transport = bot.TransportWS

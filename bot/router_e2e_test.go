@@ -17,7 +17,7 @@ var setupMeta = store.Meta{Actor: "admin", Surface: "system"}
 
 // seedGoal creates goal docs (owned by owner) with default agent codex and binds the sandbox's
 // group chat to it through the chat itself.
-func (e *env) seedGoal() string {
+func (e *testBundle) seedGoal() string {
 	t := e.t
 	ctx := t.Context()
 	_, err := e.st.CreateGoal(ctx, store.CreateGoalParams{ID: "docs", Title: "Docs", Owners: []string{owner}, Meta: setupMeta})
@@ -39,7 +39,7 @@ func TestRouterMentionInBoundGroupOnce(t *testing.T) {
 	for _, tr := range []string{bot.TransportHTTP, bot.TransportWS} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOpts{transport: tr, realRouter: true})
+			e := setup(t, bundleOpts{transport: tr, realRouter: true})
 			e.startSender("s1", bot.DefaultRateLimits)
 			chat := e.seedGoal()
 			_, secondURL := e.startIntake(bot.TransportHTTP)
@@ -85,7 +85,7 @@ func TestRouterGateCardApproveOverBothTransports(t *testing.T) {
 	for _, tr := range []string{bot.TransportHTTP, bot.TransportWS} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOpts{transport: tr, realRouter: true})
+			e := setup(t, bundleOpts{transport: tr, realRouter: true})
 			e.startSender("s1", bot.DefaultRateLimits)
 			chat := e.seedGoal()
 			ctx := t.Context()

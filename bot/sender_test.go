@@ -27,7 +27,7 @@ func checkExactlyOnce(t *testing.T, msgs []sandbox.Message, prefix string, n int
 	}
 }
 
-func (e *env) waitAllSent(n int, within time.Duration) {
+func (e *testBundle) waitAllSent(n int, within time.Duration) {
 	e.t.Helper()
 	require.Eventually(e.t, func() bool {
 		return e.count(`SELECT count(*) FROM outbox WHERE state = 'sent'`) == n
@@ -37,7 +37,7 @@ func (e *env) waitAllSent(n int, within time.Duration) {
 // Lark's real limits: one chat, two senders, never above 5 per second by the sandbox's count.
 func TestBurstToOneChatHoldsFivePerSecond(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	chat := e.sb.DefaultChatID()
 	const n = 30
 	for i := range n {
@@ -59,7 +59,7 @@ func TestBurstToOneChatHoldsFivePerSecond(t *testing.T) {
 // 4/s), so it takes about two minutes.
 func TestBurst500WithRateLimitStormAndRevocation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	chat := e.sb.DefaultChatID()
 	const n = 500
 	for i := range n {
@@ -89,7 +89,7 @@ func TestBurst500WithRateLimitStormAndRevocation(t *testing.T) {
 
 func TestCommittedReplyIsSentWithin100ms(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	// A 10 s fallback poll: only the outbox notification can make these sends quick.
 	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: bot.DefaultRateLimits},
 		bot.SenderOptions{Owner: "lat", Logger: quietLogger(), Poll: 10 * time.Second})
@@ -120,7 +120,7 @@ func TestCommittedReplyIsSentWithin100ms(t *testing.T) {
 
 func TestPermanentFailuresAreMarkedWithTheirCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	ctx := t.Context()
 	// A missing scope first, alone, so the injected answer meets this send.
 	require.NoError(t, e.sb.AddChat("oc_scope", sandbox.ChatGroup, "scope"))
@@ -156,14 +156,14 @@ func TestPermanentFailuresAreMarkedWithTheirCode(t *testing.T) {
 	require.Equal(t, 99991672, codes["f-5"])
 	require.Contains(t, reasons[4], "im:message:send_as_bot", "the scope Lark names is kept")
 
-	fails, err := e.st.OutboxFailures(ctx, "oc_big", 10)
+	fails, err := e.st.ListOutboxFailures(ctx, "oc_big", 10)
 	require.NoError(t, err)
 	require.Len(t, fails, 1)
 }
 
 func TestReplyToRecalledMessageFallsBackToNewMessage(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	chat := e.sb.DefaultChatID()
 	d, err := e.sb.UserSays(chat, sandbox.ChatGroup, owner, "question", sandbox.MentionBot())
 	require.NoError(t, err)
@@ -180,7 +180,7 @@ func TestReplyToRecalledMessageFallsBackToNewMessage(t *testing.T) {
 
 func TestCardUpdateAndReaction(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	ctx := t.Context()
 	chat := e.sb.DefaultChatID()
 	d, err := e.sb.UserSays(chat, sandbox.ChatGroup, owner, "status?", sandbox.MentionBot())
@@ -211,7 +211,7 @@ func TestCardUpdateAndReaction(t *testing.T) {
 // Shutdown lets an in-flight send finish and hands back what was not started.
 func TestSenderShutdownFinishesInFlightAndReleases(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	chat := e.sb.DefaultChatID()
 	e.insertOutbox("text", chat, "slow", "sd-1")
 	e.insertOutbox("text", chat, "queued", "sd-2")
@@ -240,7 +240,7 @@ func TestSenderShutdownFinishesInFlightAndReleases(t *testing.T) {
 
 func TestWrongAppSecretFailsWithTheTokenCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{transport: bot.TransportHTTP})
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	cfg := e.cfg
 	cfg.AppSecret = "not-the-secret"
 	s, err := bot.NewSender(bot.NewClient(cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: bot.DefaultRateLimits},

@@ -289,13 +289,13 @@ func (ib *Inbox) expireSteer(ctx context.Context, tx store.DB, goalID, agentID s
 		if it.SourceChat == "" {
 			continue
 		}
-		lang, err := store.ChatLang(ctx, tx, it.SourceChat)
+		lang, err := store.GetChatLang(ctx, tx, it.SourceChat)
 		if err != nil {
 			return err
 		}
 		if lang == "" {
 			lang = ib.opts.DefaultLang
-			if g, err := store.LookupGoal(ctx, tx, it.GoalID); err == nil && g.Lang != "" {
+			if g, err := store.GetGoal(ctx, tx, it.GoalID); err == nil && g.Lang != "" {
 				lang = g.Lang
 			}
 		}

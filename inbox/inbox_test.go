@@ -192,7 +192,7 @@ func TestReplyLandsInSourceThreadOnce(t *testing.T) {
 	require.False(t, r2.Created)
 	require.Equal(t, r1.OutboxID, r2.OutboxID)
 
-	rows, err := store.OutboxAfter(t.Context(), f.st.DB(), 0, 0)
+	rows, err := store.ListOutboxAfter(t.Context(), f.st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1, "the same reply twice is one outbox row")
 	row := rows[0]
@@ -213,7 +213,7 @@ func TestReplyLandsInSourceThreadOnce(t *testing.T) {
 	// Another agent may not answer this agent's item.
 	_, err = f.ib.Reply(t.Context(), inbox.Agent{GoalID: "docs", AgentID: "claude"}, inbox.ReplyParams{ItemID: it.ID, Text: "me too"})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	rows, err = store.OutboxAfter(t.Context(), f.st.DB(), 0, 0)
+	rows, err = store.ListOutboxAfter(t.Context(), f.st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 }
@@ -246,7 +246,7 @@ func TestSteerExpiresWithItsTurn(t *testing.T) {
 	it, err := store.GetInboxItem(ctx, f.st.DB(), steer.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.InboxExpired, it.State)
-	rows, err := store.OutboxAfter(ctx, f.st.DB(), 0, 0)
+	rows, err := store.ListOutboxAfter(ctx, f.st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, "om_steer", rows[0].ReplyTo)
@@ -254,7 +254,7 @@ func TestSteerExpiresWithItsTurn(t *testing.T) {
 	require.Contains(t, rows[0].Content, "/queue #docs/codex")
 
 	require.NoError(t, f.ib.Requeue(ctx))
-	rows, err = store.OutboxAfter(ctx, f.st.DB(), 0, 0)
+	rows, err = store.ListOutboxAfter(ctx, f.st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1, "told once")
 }

@@ -47,12 +47,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return len(e.inbox("docs", "claude")) == 1
 		}},
 		{"bind", owners, func(*testBundle) string { return "/bind #docs/claude" }, func(e *testBundle, _ string) bool {
-			bs, err := store.ChatBindings(e.t.Context(), e.st.DB(), room)
+			bs, err := store.ListChatBindings(e.t.Context(), e.st.DB(), room)
 			require.NoError(e.t, err)
 			return len(bs) == 1 && bs[0].AgentID == "claude"
 		}},
 		{"unbind", owners, func(*testBundle) string { return "/unbind" }, func(e *testBundle, _ string) bool {
-			bs, err := store.ChatBindings(e.t.Context(), e.st.DB(), room)
+			bs, err := store.ListChatBindings(e.t.Context(), e.st.DB(), room)
 			require.NoError(e.t, err)
 			ok := len(bs) == 0
 			if ok { // put it back for the cases that follow
@@ -100,7 +100,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return "/reject " + itoa(e.gate)
 		}, func(e *testBundle, _ string) bool { return gateStatus(e, e.gate) == store.GateRejected }},
 		{"lang", ownersOfBound, func(*testBundle) string { return "/lang zh" }, func(e *testBundle, _ string) bool {
-			l, err := store.ChatLang(e.t.Context(), e.st.DB(), room)
+			l, err := store.GetChatLang(e.t.Context(), e.st.DB(), room)
 			require.NoError(e.t, err)
 			return l == "zh"
 		}},

@@ -6,53 +6,54 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"loopx/store"
 )
 
 // command runs one parsed command: resolve its goal, check the sender's role, act, answer.
-func (t *turn) command(ctx context.Context, cmd command, p Parsed) error {
+func (h *handling) command(ctx context.Context, cmd command, p Parsed) error {
 	switch cmd.name {
 	case "help":
-		return t.help(ctx)
+		return h.help(ctx)
 	case "goals":
-		return t.goals(ctx)
+		return h.goals(ctx)
 	case "lang":
-		return t.setLang(ctx, cmd, p)
+		return h.setLang(ctx, cmd, p)
 	case "approve", "reject":
-		return t.answerGate(ctx, cmd, p)
+		return h.answerGate(ctx, cmd, p)
 	case "unbind":
-		return t.unbind(ctx, cmd, p)
+		return h.unbind(ctx, cmd, p)
 	}
-	tg, err := t.resolve(ctx, p.Addr, false)
+	tg, err := h.resolve(ctx, p.Addr, false)
 	if err != nil || tg == nil {
 		return err
 	}
 	if !allows(tg.role, cmd.need) {
-		return t.refuse(ctx, cmd.action, "/"+cmd.name, cmd.need, tg)
+		return h.refuse(ctx, cmd.action, "/"+cmd.name, cmd.need, tg)
 	}
 	switch cmd.name {
 	case "status":
-		return t.status(ctx, tg)
+		return h.status(ctx, tg)
 	case "gates":
-		return t.gates(ctx, tg)
+		return h.gates(ctx, tg)
 	case "report":
-		return t.report(ctx, tg)
+		return h.report(ctx, tg)
 	case "bind":
-		return t.bind(ctx, cmd, tg)
+		return h.bind(ctx, cmd, tg)
 	case "pause", "resume":
-		return t.pauseResume(ctx, cmd, tg)
+		return h.pauseResume(ctx, cmd, tg)
 	case "budget":
-		return t.budget(ctx, tg, p)
+		return h.budget(ctx, tg, p)
 	case "todo":
-		return t.todo(ctx, tg, p)
+		return h.todo(ctx, tg, p)
 	}
 	return fmt.Errorf("command /%s has no handler", cmd.name)
 }
 
-func (t *turn) help(ctx context.Context) error {
-	lang, err := t.langFor(ctx, nil)
+func (h *handling) help(ctx context.Context) error {
+	lang, err := h.langFor(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -60,11 +61,11 @@ func (t *turn) help(ctx context.Context) error {
 	for _, c := range commandTable() {
 		cmds = append(cmds, map[string]any{"Usage": c.usage, "Summary": c.summary[lang]})
 	}
-	return t.reply(ctx, "help", map[string]any{"Commands": cmds}, nil)
+	return h.reply(ctx, "help", map[string]any{"Commands": cmds}, nil)
 }
 
-func (t *turn) goals(ctx context.Context) error {
-	visible, err := store.GoalsVisibleTo(ctx, t.tx, t.who())
+func (h *handling) goals(ctx context.Context) error {
+	visible, err := store.ListGoalsVisibleTo(ctx, h.tx, h.who())
 	if err != nil {
 		return err
 	}
@@ -72,23 +73,23 @@ func (t *turn) goals(ctx context.Context) error {
 	for _, g := range visible {
 		list = append(list, map[string]any{"ID": g.ID, "Title": g.Title, "Status": g.Status, "Role": string(g.Role)})
 	}
-	return t.reply(ctx, "goals", map[string]any{"Goals": list}, nil)
+	return h.reply(ctx, "goals", map[string]any{"Goals": list}, nil)
 }
 
-func (t *turn) status(ctx context.Context, tg *target) error {
-	agents, err := store.LookupAgents(ctx, t.tx, tg.goal.ID)
+func (h *handling) status(ctx context.Context, tg *target) error {
+	agents, err := store.ListAgents(ctx, h.tx, tg.goal.ID)
 	if err != nil {
 		return err
 	}
-	now := t.c.opts.Now()
+	now := h.c.opts.Now()
 	rows := []map[string]any{}
 	for _, a := range agents {
-		_, err := store.LookupLiveTurn(ctx, t.tx, a.GoalID, a.ID, now)
+		_, err := store.GetLiveTurn(ctx, h.tx, a.GoalID, a.ID, now)
 		live := err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		counts, err := store.CountInbox(ctx, t.tx, a.GoalID, a.ID, now)
+		counts, err := store.CountInbox(ctx, h.tx, a.GoalID, a.ID, now)
 		if err != nil {
 			return err
 		}
@@ -96,36 +97,36 @@ func (t *turn) status(ctx context.Context, tg *target) error {
 			"ID": a.ID, "Default": a.IsDefault, "Live": live, "Pending": counts.Pending, "Steer": counts.Steer,
 		})
 	}
-	gates, err := store.LookupOpenGates(ctx, t.tx, tg.goal.ID)
+	gates, err := store.ListOpenGates(ctx, h.tx, tg.goal.ID)
 	if err != nil {
 		return err
 	}
-	spent, err := store.SpentSlots(ctx, t.tx, tg.goal.ID, time.Duration(tg.goal.WindowHours)*time.Hour, now)
+	spent, err := store.SpentSlots(ctx, h.tx, tg.goal.ID, time.Duration(tg.goal.WindowHours)*time.Hour, now)
 	if err != nil {
 		return err
 	}
-	// Failed sends and missed fires are what an owner must act on (issues 4 and 5): one read.
-	problems, err := store.ReadGoalProblems(ctx, t.tx, tg.goal.ID, now.Add(-statusMissedWindow), statusProblemLimit)
+	// Failed sends and missed fires are what an owner must act on: one read.
+	problems, err := store.ReadGoalProblems(ctx, h.tx, tg.goal.ID, now.Add(-statusMissedWindow), statusProblemLimit)
 	if err != nil {
 		return err
 	}
-	data := problemsView(problems, tg.goal.HeartbeatTZ, t.c.opts.Advice)
+	data := problemsView(problems, tg.goal.HeartbeatTZ, h.c.opts.Advice)
 	maps.Copy(data, map[string]any{
 		"GoalID": tg.goal.ID, "Title": tg.goal.Title, "Status": tg.goal.Status, "SpentSlots": spent,
 		"AllowedSlots": tg.goal.AllowedSlots, "WindowHours": tg.goal.WindowHours,
 		"Owners": tg.goal.Owners, "OpenGates": len(gates), "Agents": rows,
 	})
-	return t.reply(ctx, "status", data, tg)
+	return h.reply(ctx, "status", data, tg)
 }
 
-func (t *turn) gates(ctx context.Context, tg *target) error {
-	open, err := store.LookupOpenGates(ctx, t.tx, tg.goal.ID)
+func (h *handling) gates(ctx context.Context, tg *target) error {
+	open, err := store.ListOpenGates(ctx, h.tx, tg.goal.ID)
 	if err != nil {
 		return err
 	}
 	list := []map[string]any{}
 	for _, g := range open {
-		text, err := store.LookupTodoText(ctx, t.tx, g.TodoID)
+		text, err := store.GetTodoText(ctx, h.tx, g.TodoID)
 		if err != nil {
 			return err
 		}
@@ -134,70 +135,70 @@ func (t *turn) gates(ctx context.Context, tg *target) error {
 			"TodoID": g.TodoID, "TodoText": text,
 		})
 	}
-	return t.reply(ctx, "gates", map[string]any{"GoalID": tg.goal.ID, "Gates": list}, tg)
+	return h.reply(ctx, "gates", map[string]any{"GoalID": tg.goal.ID, "Gates": list}, tg)
 }
 
-func (t *turn) report(ctx context.Context, tg *target) error {
-	if t.c.opts.Report == nil {
-		return t.reply(ctx, "report_unavailable", map[string]any{"GoalID": tg.goal.ID}, tg)
+func (h *handling) report(ctx context.Context, tg *target) error {
+	if h.c.opts.Report == nil {
+		return h.reply(ctx, "report_unavailable", map[string]any{"GoalID": tg.goal.ID}, tg)
 	}
-	lang, err := t.langFor(ctx, &tg.goal)
+	lang, err := h.langFor(ctx, &tg.goal)
 	if err != nil {
 		return err
 	}
-	queued, err := t.c.opts.Report(ctx, t.tx, ReportRequest{
-		GoalID: tg.goal.ID, ChatID: t.m.ChatID, ReplyTo: t.m.MessageID,
-		ReplyInThread: t.m.ThreadID != "", Lang: lang, RequestedBy: t.m.SenderID,
+	queued, err := h.c.opts.Report(ctx, h.tx, ReportRequest{
+		GoalID: tg.goal.ID, ChatID: h.m.ChatID, ReplyTo: h.m.MessageID,
+		ReplyInThread: h.m.ThreadID != "", Lang: lang, RequestedBy: h.m.SenderID,
 	})
 	if err != nil {
-		return t.kernelError(ctx, err, tg)
+		return h.kernelError(ctx, err, tg)
 	}
-	if err := t.audit(ctx, "chat.report", tg.goal.ID, "goal:"+tg.goal.ID, true, map[string]any{"queued": queued}); err != nil {
+	if err := h.audit(ctx, "chat.report", tg.goal.ID, "goal:"+tg.goal.ID, true, map[string]any{"queued": queued}); err != nil {
 		return err
 	}
 	if !queued {
-		return t.reply(ctx, "report_requested", map[string]any{"GoalID": tg.goal.ID}, tg)
+		return h.reply(ctx, "report_requested", map[string]any{"GoalID": tg.goal.ID}, tg)
 	}
 	return nil
 }
 
-func (t *turn) bind(ctx context.Context, cmd command, tg *target) error {
+func (h *handling) bind(ctx context.Context, cmd command, tg *target) error {
 	if tg.agent != "" {
 		var err error
-		if tg, err = t.resolveAgent(ctx, tg); err != nil || tg == nil {
+		if tg, err = h.resolveAgent(ctx, tg); err != nil || tg == nil {
 			return err
 		}
 	}
-	b := store.Binding{ChatID: t.m.ChatID, ThreadRoot: t.m.RootID, GoalID: tg.goal.ID, AgentID: tg.agent, CreatedBy: t.m.SenderID}
-	if err := store.Bind(ctx, t.tx, b); err != nil {
-		return t.kernelError(ctx, err, tg)
+	b := store.Binding{ChatID: h.m.ChatID, ThreadRoot: h.m.RootID, GoalID: tg.goal.ID, AgentID: tg.agent, CreatedBy: h.m.SenderID}
+	if err := store.Bind(ctx, h.tx, b); err != nil {
+		return h.kernelError(ctx, err, tg)
 	}
-	if err := t.audit(ctx, cmd.action, tg.goal.ID, "chat:"+t.m.ChatID, true, map[string]any{
+	if err := h.audit(ctx, cmd.action, tg.goal.ID, "chat:"+h.m.ChatID, true, map[string]any{
 		"thread_root": b.ThreadRoot, "agent_id": b.AgentID,
 	}); err != nil {
 		return err
 	}
-	return t.reply(ctx, "bound", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent, "Thread": b.ThreadRoot != ""}, tg)
+	return h.reply(ctx, "bound", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent, "Thread": b.ThreadRoot != ""}, tg)
 }
 
-func (t *turn) unbind(ctx context.Context, cmd command, p Parsed) error {
-	bound, err := store.ChatBindings(ctx, t.tx, t.m.ChatID)
+func (h *handling) unbind(ctx context.Context, cmd command, p Parsed) error {
+	bound, err := store.ListChatBindings(ctx, h.tx, h.m.ChatID)
 	if err != nil {
 		return err
 	}
 	var goals []string
 	for _, b := range bound {
-		if b.ThreadRoot == t.m.RootID && (p.Addr == nil || b.GoalID == p.Addr.Goal) && !slices.Contains(goals, b.GoalID) {
+		if b.ThreadRoot == h.m.RootID && (p.Addr == nil || b.GoalID == p.Addr.Goal) && !slices.Contains(goals, b.GoalID) {
 			goals = append(goals, b.GoalID)
 		}
 	}
-	thread := t.m.RootID != ""
+	thread := h.m.RootID != ""
 	if len(goals) == 0 {
-		return t.reply(ctx, "unbound", map[string]any{"Goals": []string{}, "Thread": thread}, nil)
+		return h.reply(ctx, "unbound", map[string]any{"Goals": []string{}, "Thread": thread}, nil)
 	}
 	// Every goal unbound here must be the sender's to unbind; otherwise nothing changes.
 	for _, id := range goals {
-		g, err := store.LookupGoalAs(ctx, t.tx, id, t.who())
+		g, err := store.GetGoalAs(ctx, h.tx, id, h.who())
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -205,77 +206,77 @@ func (t *turn) unbind(ctx context.Context, cmd command, p Parsed) error {
 			return err
 		}
 		if !allows(g.Role, needOwner) {
-			return t.refuse(ctx, cmd.action, "/unbind", needOwner, &target{goal: g.Goal, role: g.Role})
+			return h.refuse(ctx, cmd.action, "/unbind", needOwner, &target{goal: g.Goal, role: g.Role})
 		}
 	}
 	goalID := ""
 	if p.Addr != nil {
 		goalID = p.Addr.Goal
 	}
-	removed, err := store.Unbind(ctx, t.tx, t.m.ChatID, t.m.RootID, goalID)
+	removed, err := store.Unbind(ctx, h.tx, h.m.ChatID, h.m.RootID, goalID)
 	if err != nil {
 		return err
 	}
 	for _, b := range removed {
-		if err := t.audit(ctx, cmd.action, b.GoalID, "chat:"+t.m.ChatID, true, map[string]any{"thread_root": b.ThreadRoot}); err != nil {
+		if err := h.audit(ctx, cmd.action, b.GoalID, "chat:"+h.m.ChatID, true, map[string]any{"thread_root": b.ThreadRoot}); err != nil {
 			return err
 		}
 	}
-	return t.reply(ctx, "unbound", map[string]any{"Goals": goals, "Thread": thread}, nil)
+	return h.reply(ctx, "unbound", map[string]any{"Goals": goals, "Thread": thread}, nil)
 }
 
-func (t *turn) pauseResume(ctx context.Context, cmd command, tg *target) error {
-	ref := store.GoalRef{GoalID: tg.goal.ID, Meta: t.meta()}
+func (h *handling) pauseResume(ctx context.Context, cmd command, tg *target) error {
+	ref := store.GoalRef{GoalID: tg.goal.ID, Meta: h.meta()}
 	var err error
 	if cmd.name == "pause" {
-		_, err = t.st.StopGoal(ctx, ref)
+		_, err = h.st.StopGoal(ctx, ref)
 	} else {
-		_, err = t.st.ResumeGoal(ctx, ref)
+		_, err = h.st.ResumeGoal(ctx, ref)
 	}
 	if err != nil {
-		return t.kernelError(ctx, err, tg)
+		return h.kernelError(ctx, err, tg)
 	}
 	name := "paused"
 	if cmd.name == "resume" {
 		name = "resumed"
 	}
-	return t.reply(ctx, name, map[string]any{"GoalID": tg.goal.ID}, tg)
+	return h.reply(ctx, name, map[string]any{"GoalID": tg.goal.ID}, tg)
 }
 
-func (t *turn) budget(ctx context.Context, tg *target, p Parsed) error {
-	up := store.UpdateGoalParams{GoalID: tg.goal.ID, AllowedSlots: &p.Slots, Meta: t.meta()}
+func (h *handling) budget(ctx context.Context, tg *target, p Parsed) error {
+	up := store.UpdateGoalParams{GoalID: tg.goal.ID, AllowedSlots: &p.Slots, Meta: h.meta()}
 	if p.Window > 0 {
 		up.WindowHours = &p.Window
 	}
-	g, err := t.st.UpdateGoal(ctx, up)
+	g, err := h.st.UpdateGoal(ctx, up)
 	if err != nil {
-		return t.kernelError(ctx, err, tg)
+		return h.kernelError(ctx, err, tg)
 	}
-	return t.reply(ctx, "budget", map[string]any{"GoalID": g.ID, "AllowedSlots": g.AllowedSlots, "WindowHours": g.WindowHours}, tg)
+	return h.reply(ctx, "budget", map[string]any{"GoalID": g.ID, "AllowedSlots": g.AllowedSlots, "WindowHours": g.WindowHours}, tg)
 }
 
-func (t *turn) todo(ctx context.Context, tg *target, p Parsed) error {
-	td, err := t.st.AddTodo(ctx, store.AddTodoParams{GoalID: tg.goal.ID, Text: p.Text, Meta: t.meta()})
+func (h *handling) todo(ctx context.Context, tg *target, p Parsed) error {
+	td, err := h.st.AddTodo(ctx, store.AddTodoParams{GoalID: tg.goal.ID, Text: p.Text, Meta: h.meta()})
 	if err != nil {
-		return t.kernelError(ctx, err, tg)
+		return h.kernelError(ctx, err, tg)
 	}
-	return t.reply(ctx, "todo_added", map[string]any{"GoalID": tg.goal.ID, "TodoID": td.ID, "Text": td.Text}, tg)
+	return h.reply(ctx, "todo_added", map[string]any{"GoalID": tg.goal.ID, "TodoID": td.ID, "Text": td.Text}, tg)
 }
 
 // setLang: anyone in a direct chat; in a group, admins and owners of a goal bound to it (or
 // anyone while nothing is bound, so a new group can choose before its first /bind).
-func (t *turn) setLang(ctx context.Context, cmd command, p Parsed) error {
-	allowed := t.m.ChatType == ChatP2P || t.c.admins[t.m.SenderID]
+func (h *handling) setLang(ctx context.Context, cmd command, p Parsed) error {
+	allowed := h.m.ChatType == ChatP2P || h.c.admins[h.m.SenderID]
 	var owners []string
 	goalID := ""
 	if !allowed {
-		bound, err := store.ChatBindings(ctx, t.tx, t.m.ChatID)
+		bound, err := store.ListChatBindings(ctx, h.tx, h.m.ChatID)
 		if err != nil {
 			return err
 		}
 		allowed = len(bound) == 0
 		for _, b := range bound {
-			g, err := store.LookupGoalAs(ctx, t.tx, b.GoalID, t.who())
+			g, err := store.GetGoalAs(ctx, h.tx, b.GoalID, h.who())
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
@@ -292,66 +293,104 @@ func (t *turn) setLang(ctx context.Context, cmd command, p Parsed) error {
 		}
 	}
 	if !allowed {
-		if err := t.audit(ctx, cmd.action, goalID, "chat:"+t.m.ChatID, false, map[string]any{"reason": "not an owner of a goal bound here", "lang": p.Lang}); err != nil {
+		if err := h.audit(ctx, cmd.action, goalID, "chat:"+h.m.ChatID, false, map[string]any{"reason": "not an owner of a goal bound here", "lang": p.Lang}); err != nil {
 			return err
 		}
-		return t.reply(ctx, "refused_admin", map[string]any{"Command": "/lang", "Owners": owners}, nil)
+		return h.reply(ctx, "refused_admin", map[string]any{"Command": "/lang", "Owners": owners}, nil)
 	}
-	if err := store.SetChatLang(ctx, t.tx, t.m.ChatID, p.Lang, t.m.SenderID); err != nil {
-		return t.kernelError(ctx, err, nil)
+	if err := store.SetChatLang(ctx, h.tx, h.m.ChatID, p.Lang, h.m.SenderID); err != nil {
+		return h.kernelError(ctx, err, nil)
 	}
-	t.lang, t.chatSet = p.Lang, true
-	if err := t.audit(ctx, cmd.action, "", "chat:"+t.m.ChatID, true, map[string]any{"lang": p.Lang}); err != nil {
+	h.lang, h.chatSet = p.Lang, true
+	if err := h.audit(ctx, cmd.action, "", "chat:"+h.m.ChatID, true, map[string]any{"lang": p.Lang}); err != nil {
 		return err
 	}
-	return t.reply(ctx, "lang_set", map[string]any{}, nil)
+	return h.reply(ctx, "lang_set", map[string]any{}, nil)
 }
 
 // deliver puts a message into the target agent's inbox (or its live turn, for /steer).
-func (t *turn) deliver(ctx context.Context, p Parsed) error {
-	tg, err := t.resolve(ctx, p.Addr, true)
+func (h *handling) deliver(ctx context.Context, p Parsed) error {
+	tg, err := h.resolve(ctx, p.Addr, true)
 	if err != nil || tg == nil {
 		return err
 	}
 	if !allows(tg.role, needMember) {
-		return t.refuse(ctx, "chat.message", "", needMember, tg)
+		return h.refuse(ctx, "chat.message", "", needMember, tg)
 	}
-	if err := t.c.ib.CheckText(p.Text); err != nil {
-		return t.reply(ctx, "too_long", map[string]any{"Chars": len([]rune(p.Text)), "Max": t.c.ib.Options().MaxChars}, tg)
+	if err := h.c.ib.CheckText(p.Text); err != nil {
+		return h.reply(ctx, "too_long", map[string]any{"Chars": len([]rune(p.Text)), "Max": h.c.ib.Options().MaxChars}, tg)
 	}
 	var turnID int64
 	if p.Mode == store.ModeSteer {
-		live, err := store.LookupLiveTurn(ctx, t.tx, tg.goal.ID, tg.agent, t.c.opts.Now())
+		live, err := store.GetLiveTurn(ctx, h.tx, tg.goal.ID, tg.agent, h.c.opts.Now())
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		if err != nil || (tg.session != "" && live.SessionID != "" && live.SessionID != tg.session) {
-			return t.reply(ctx, "steer_no_turn", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent}, tg)
+			return h.reply(ctx, "steer_no_turn", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent}, tg)
 		}
 		turnID = live.ID
 	}
-	it, _, err := t.c.ib.Enqueue(ctx, t.tx, store.InboxInsert{
+	it, _, err := h.c.ib.Enqueue(ctx, h.tx, store.InboxInsert{
 		GoalID: tg.goal.ID, AgentID: tg.agent, SessionID: tg.session, Mode: p.Mode, Text: p.Text,
-		Sender: t.m.SenderID, SourceChat: t.m.ChatID, SourceMessage: t.m.MessageID,
-		SourceThread: t.m.RootID, TurnID: turnID,
+		Sender: h.m.SenderID, SourceChat: h.m.ChatID, SourceMessage: h.m.MessageID,
+		SourceThread: h.m.RootID, TurnID: turnID,
 	})
 	if errors.Is(err, store.ErrFull) {
-		return t.reply(ctx, "inbox_full", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent, "Max": t.c.ib.Options().MaxPending}, tg)
+		return h.reply(ctx, "inbox_full", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent, "Max": h.c.ib.Options().MaxPending}, tg)
 	}
 	if err != nil {
-		return t.kernelError(ctx, err, tg)
+		return h.kernelError(ctx, err, tg)
 	}
-	if err := t.audit(ctx, "chat.message", tg.goal.ID, fmt.Sprintf("inbox:%d", it.ID), true, map[string]any{
+	if err := h.audit(ctx, "chat.message", tg.goal.ID, fmt.Sprintf("inbox:%d", it.ID), true, map[string]any{
 		"agent_id": tg.agent, "mode": p.Mode, "session_id": tg.session,
 	}); err != nil {
 		return err
 	}
-	if t.c.opts.Receipt == ReceiptReply {
-		return t.reply(ctx, "received", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent, "Mode": p.Mode, "ItemID": it.ID}, tg)
+	if h.c.opts.Receipt == ReceiptReply {
+		return h.reply(ctx, "received", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent, "Mode": p.Mode, "ItemID": it.ID}, tg)
 	}
-	_, _, err = store.InsertOutbox(ctx, t.tx, store.OutboxInsert{
-		DedupeKey: store.ReactionKey(t.m.EventID), Kind: "reaction", ReceiveID: t.m.ChatID,
-		TargetMessage: t.m.MessageID, Content: ReceiptEmoji, GoalID: tg.goal.ID, AgentID: tg.agent,
+	_, _, err = store.InsertOutbox(ctx, h.tx, store.OutboxInsert{
+		DedupeKey: store.ReactionKey(h.m.EventID), Kind: "reaction", ReceiveID: h.m.ChatID,
+		TargetMessage: h.m.MessageID, Content: ReceiptEmoji, GoalID: tg.goal.ID, AgentID: tg.agent,
 	})
 	return err
+}
+
+// answerGate handles /approve and /reject.
+func (h *handling) answerGate(ctx context.Context, cmd command, p Parsed) error {
+	g, err := store.GetGateByID(ctx, h.tx, p.GateID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	var goal store.GoalAs
+	if err == nil {
+		if goal, err = store.GetGoalAs(ctx, h.tx, g.GoalID, h.who()); err != nil {
+			return err
+		}
+	}
+	bound, berr := store.ListChatBindings(ctx, h.tx, h.m.ChatID)
+	if berr != nil {
+		return berr
+	}
+	if err != nil || !mayKnow(goal, bound) {
+		if err == nil {
+			if aerr := h.audit(ctx, cmd.action, goal.ID, "gate:"+strconv.FormatInt(g.ID, 10), false, map[string]any{"reason": "gate not visible to sender"}); aerr != nil {
+				return aerr
+			}
+		}
+		return h.reply(ctx, "failed", map[string]any{"Problem": fmt.Sprintf("there is no gate %s you can answer; /gates lists the open ones", shortGate(p.GateID))}, nil)
+	}
+	tg := &target{goal: goal.Goal, role: goal.Role, agent: g.AgentID}
+	if !allows(goal.Role, needOwner) {
+		return h.refuse(ctx, cmd.action, "/"+cmd.name, needOwner, tg)
+	}
+	out, err := h.st.AnswerGate(ctx, store.AnswerGateParams{
+		GoalID: goal.ID, GateID: g.ID, Answer: cmd.name, AnsweredBy: h.m.SenderID, Comment: p.Text,
+		ByAdmin: h.c.admins[h.m.SenderID], Notice: h.c.cards.Update, Meta: h.meta(),
+	})
+	if err != nil {
+		return h.kernelError(ctx, err, tg)
+	}
+	return h.reply(ctx, "gate_answered", map[string]any{"Short": shortGate(out.ID), "Status": out.Status, "Answer": ""}, tg)
 }

@@ -11,8 +11,8 @@
 //     operations run with the idempotency key "lark:<event id>" as a second guard.
 //   - Group commit for the plain case: a plain message to a chat's one whole-chat binding,
 //     from someone who may message its goal, answered with the receipt reaction, is written by
-//     one statement shared with the other such messages arriving meanwhile (bound.go,
-//     store.EnqueueBound). Each message's rows are the same as the transactional path's, and
+//     one statement shared with the other such messages arriving meanwhile (fastpath.go,
+//     store.EnqueueFast). Each message's rows are the same as the transactional path's, and
 //     are written whole or not at all; whatever that statement does not take goes through the
 //     transactional path. An event is acknowledged only after the statement that wrote it
 //     committed.

@@ -120,7 +120,7 @@ func (e *testBundle) say(sender, text string) router.Message {
 // outbox returns the rows written since the last call.
 func (e *testBundle) outbox() []store.OutboxRecord {
 	e.t.Helper()
-	rows, err := store.OutboxAfter(e.t.Context(), e.st.DB(), e.mark, 0)
+	rows, err := store.ListOutboxAfter(e.t.Context(), e.st.DB(), e.mark, 0)
 	require.NoError(e.t, err)
 	if len(rows) > 0 {
 		e.mark = rows[len(rows)-1].ID

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"loopx/store"
 )
@@ -27,13 +28,13 @@ func (c candidate) String() string { return Address{c.goal, c.agent, c.session}.
 // Nothing or several: the sender is asked which, the message is recorded as unrouted, and
 // resolve returns nil. A goal the sender may not see (not owner, member or admin, and not
 // bound to this chat) is answered exactly like a goal that does not exist.
-func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*target, error) {
-	bound, err := store.ChatBindings(ctx, t.tx, t.m.ChatID)
+func (h *handling) resolve(ctx context.Context, addr *Address, wantAgent bool) (*target, error) {
+	bound, err := store.ListChatBindings(ctx, h.tx, h.m.ChatID)
 	if err != nil {
 		return nil, err
 	}
 	if addr != nil {
-		g, err := store.LookupGoalAs(ctx, t.tx, addr.Goal, t.who())
+		g, err := store.GetGoalAs(ctx, h.tx, addr.Goal, h.who())
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
@@ -41,15 +42,15 @@ func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*tar
 		if !exists || !mayKnow(g, bound) {
 			if exists {
 				// Probing for someone else's goal: audited, answered as unknown.
-				if err := t.audit(ctx, "chat.route", g.ID, "goal:"+g.ID, false, map[string]any{"reason": "goal not visible to sender"}); err != nil {
+				if err := h.audit(ctx, "chat.route", g.ID, "goal:"+g.ID, false, map[string]any{"reason": "goal not visible to sender"}); err != nil {
 					return nil, err
 				}
 			}
-			return nil, t.unknownGoal(ctx, addr.Goal, bound)
+			return nil, h.unknownGoal(ctx, addr.Goal, bound)
 		}
 		tg := &target{goal: g.Goal, role: g.Role, agent: addr.Agent, session: addr.Session}
 		if wantAgent {
-			return t.resolveAgent(ctx, tg)
+			return h.resolveAgent(ctx, tg)
 		}
 		return tg, nil
 	}
@@ -61,11 +62,11 @@ func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*tar
 		}
 	}
 	// The thread: bot messages the sender answers, then bindings of this thread.
-	for _, id := range []string{t.m.RootID, t.m.ParentID} {
+	for _, id := range []string{h.m.RootID, h.m.ParentID} {
 		if id == "" {
 			continue
 		}
-		row, err := store.OutboxByLarkMessage(ctx, t.tx, id)
+		row, err := store.GetOutboxByLarkMessage(ctx, h.tx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -74,9 +75,9 @@ func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*tar
 		}
 		add(candidate{row.GoalID, row.AgentID, row.SessionID})
 	}
-	if t.m.RootID != "" {
+	if h.m.RootID != "" {
 		for _, b := range bound {
-			if b.ThreadRoot == t.m.RootID {
+			if b.ThreadRoot == h.m.RootID {
 				add(candidate{b.GoalID, b.AgentID, ""})
 			}
 		}
@@ -90,30 +91,30 @@ func (t *turn) resolve(ctx context.Context, addr *Address, wantAgent bool) (*tar
 	}
 	switch len(cands) {
 	case 0:
-		visible, err := store.GoalsVisibleTo(ctx, t.tx, t.who())
+		visible, err := store.ListGoalsVisibleTo(ctx, h.tx, h.who())
 		if err != nil {
 			return nil, err
 		}
-		return nil, t.clarify(ctx, "no_match", "", goalIDs(visible), "#goal")
+		return nil, h.clarify(ctx, "no_match", "", goalIDs(visible), "#goal")
 	case 1:
 	default:
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = c.String()
 		}
-		return nil, t.clarify(ctx, "ambiguous", "", names, "#"+names[0])
+		return nil, h.clarify(ctx, "ambiguous", "", names, "#"+names[0])
 	}
 	c := cands[0]
-	g, err := store.LookupGoalAs(ctx, t.tx, c.goal, t.who())
+	g, err := store.GetGoalAs(ctx, h.tx, c.goal, h.who())
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, t.clarify(ctx, "no_match", "", nil, "#goal")
+		return nil, h.clarify(ctx, "no_match", "", nil, "#goal")
 	}
 	if err != nil {
 		return nil, err
 	}
 	tg := &target{goal: g.Goal, role: g.Role, agent: c.agent, session: c.session}
 	if wantAgent {
-		return t.resolveAgent(ctx, tg)
+		return h.resolveAgent(ctx, tg)
 	}
 	return tg, nil
 }
@@ -130,8 +131,8 @@ func mayKnow(g store.GoalAs, bound []store.Binding) bool {
 // resolveAgent fills in the agent: the one named, else the binding's, else the goal's
 // default, else its only agent (store.MessageAgent, the rule the chat fast path applies
 // too). None applies: the sender is told which agents exist, or asked which.
-func (t *turn) resolveAgent(ctx context.Context, tg *target) (*target, error) {
-	id, ok, err := store.MessageAgent(ctx, t.tx, tg.goal.ID, tg.agent)
+func (h *handling) resolveAgent(ctx context.Context, tg *target) (*target, error) {
+	id, ok, err := store.MessageAgent(ctx, h.tx, tg.goal.ID, tg.agent)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func (t *turn) resolveAgent(ctx context.Context, tg *target) (*target, error) {
 		tg.agent = id
 		return tg, nil
 	}
-	agents, err := store.LookupAgents(ctx, t.tx, tg.goal.ID)
+	agents, err := store.ListAgents(ctx, h.tx, tg.goal.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -149,23 +150,23 @@ func (t *turn) resolveAgent(ctx context.Context, tg *target) (*target, error) {
 	}
 	if tg.agent != "" {
 		sugg := closest(tg.agent, ids)
-		if err := t.unrouted(ctx, "unknown_agent", prefixAll(tg.goal.ID+"/", sugg)); err != nil {
+		if err := h.unrouted(ctx, "unknown_agent", prefixAll(tg.goal.ID+"/", sugg)); err != nil {
 			return nil, err
 		}
-		return nil, t.reply(ctx, "unknown_agent", map[string]any{"GoalID": tg.goal.ID, "Name": tg.agent, "Suggestions": sugg}, nil)
+		return nil, h.reply(ctx, "unknown_agent", map[string]any{"GoalID": tg.goal.ID, "Name": tg.agent, "Suggestions": sugg}, nil)
 	}
 	if len(agents) == 0 {
-		if err := t.unrouted(ctx, "no_agents", nil); err != nil {
+		if err := h.unrouted(ctx, "no_agents", nil); err != nil {
 			return nil, err
 		}
-		return nil, t.reply(ctx, "unknown_agent", map[string]any{"GoalID": tg.goal.ID, "Name": "", "Suggestions": []string{}}, nil)
+		return nil, h.reply(ctx, "unknown_agent", map[string]any{"GoalID": tg.goal.ID, "Name": "", "Suggestions": []string{}}, nil)
 	}
 	names := prefixAll(tg.goal.ID+"/", ids)
-	return nil, t.clarify(ctx, "need_agent", tg.goal.ID, names, "#"+names[0])
+	return nil, h.clarify(ctx, "need_agent", tg.goal.ID, names, "#"+names[0])
 }
 
-func (t *turn) unknownGoal(ctx context.Context, name string, bound []store.Binding) error {
-	visible, err := store.GoalsVisibleTo(ctx, t.tx, t.who())
+func (h *handling) unknownGoal(ctx context.Context, name string, bound []store.Binding) error {
+	visible, err := store.ListGoalsVisibleTo(ctx, h.tx, h.who())
 	if err != nil {
 		return err
 	}
@@ -176,14 +177,14 @@ func (t *turn) unknownGoal(ctx context.Context, name string, bound []store.Bindi
 		}
 	}
 	sugg := closest(name, ids)
-	if err := t.unrouted(ctx, "unknown_goal", sugg); err != nil {
+	if err := h.unrouted(ctx, "unknown_goal", sugg); err != nil {
 		return err
 	}
-	return t.reply(ctx, "unknown_goal", map[string]any{"Name": name, "Suggestions": sugg}, nil)
+	return h.reply(ctx, "unknown_goal", map[string]any{"Name": name, "Suggestions": sugg}, nil)
 }
 
-func (t *turn) clarify(ctx context.Context, reason, goalID string, cands []string, example string) error {
-	if err := t.unrouted(ctx, reason, cands); err != nil {
+func (h *handling) clarify(ctx context.Context, reason, goalID string, cands []string, example string) error {
+	if err := h.unrouted(ctx, reason, cands); err != nil {
 		return err
 	}
 	if cands == nil {
@@ -192,13 +193,13 @@ func (t *turn) clarify(ctx context.Context, reason, goalID string, cands []strin
 	if len(cands) > 10 {
 		cands = cands[:10]
 	}
-	return t.reply(ctx, "clarify", map[string]any{"Reason": reason, "GoalID": goalID, "Candidates": cands, "Example": example}, nil)
+	return h.reply(ctx, "clarify", map[string]any{"Reason": reason, "GoalID": goalID, "Candidates": cands, "Example": example}, nil)
 }
 
-func (t *turn) unrouted(ctx context.Context, reason string, cands []string) error {
-	_, err := store.RecordUnrouted(ctx, t.tx, store.Unrouted{
-		ChatID: t.m.ChatID, MessageID: t.m.MessageID, Sender: t.m.SenderID,
-		Text: clip(t.m.Text, 2000), Reason: reason, Candidates: cands,
+func (h *handling) unrouted(ctx context.Context, reason string, cands []string) error {
+	_, err := store.RecordUnrouted(ctx, h.tx, store.Unrouted{
+		ChatID: h.m.ChatID, MessageID: h.m.MessageID, Sender: h.m.SenderID,
+		Text: clip(h.m.Text, 2000), Reason: reason, Candidates: cands,
 	})
 	if err != nil {
 		return fmt.Errorf("record unrouted: %w", err)
@@ -220,4 +221,51 @@ func prefixAll(prefix string, list []string) []string {
 		out[i] = prefix + s
 	}
 	return out
+}
+
+// closest returns up to three names close to want (prefix, containment or a small edit
+// distance), best first.
+func closest(want string, names []string) []string {
+	type cand struct {
+		name string
+		d    int
+	}
+	var cs []cand
+	for _, n := range names {
+		d := editDistance(want, n)
+		limit := max(2, len(want)/3)
+		if strings.HasPrefix(n, want) || strings.HasPrefix(want, n) || strings.Contains(n, want) {
+			d = min(d, 1)
+		}
+		if d <= limit {
+			cs = append(cs, cand{n, d})
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int { return a.d - b.d })
+	out := []string{}
+	for i := 0; i < len(cs) && i < 3; i++ {
+		out = append(out, cs[i].name)
+	}
+	return out
+}
+
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,7 +76,7 @@ type Chat struct {
 	opts   Options
 	admins map[string]bool
 	log    *slog.Logger
-	bound  *boundBatcher
+	fast   *fastBatcher
 }
 
 // New checks opts and returns a Chat.
@@ -115,14 +117,14 @@ func New(st *store.Store, opts Options) (*Chat, error) {
 			admins[a] = true
 		}
 	}
-	bound := &boundBatcher{st: st, log: opts.Logger.WarnContext, opts: store.BoundOptions{
+	fast := &fastBatcher{st: st, log: opts.Logger.WarnContext, opts: store.FastOptions{
 		EventType: eventMessage, MaxPending: ib.Options().MaxPending, Receipt: ReceiptEmoji}}
 	return &Chat{st: st, ib: ib, tpl: tpl, cards: NewGateCards(tpl, opts.DefaultLang), opts: opts,
-		admins: admins, log: opts.Logger, bound: bound}, nil
+		admins: admins, log: opts.Logger, fast: fast}, nil
 }
 
-// turn is the state of handling one message inside its transaction.
-type turn struct {
+// handling is the state of handling one message inside its transaction.
+type handling struct {
 	c       *Chat
 	tx      *store.Tx
 	st      *store.Store // the kernel, joined to tx
@@ -148,7 +150,7 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	if m.SenderIsBot || m.SenderID == "" || m.SenderID == c.opts.BotOpenID {
 		return nil // bots, this one included, never drive the router
 	}
-	if c.enqueueBound(ctx, m) {
+	if c.enqueueFast(ctx, m) {
 		return nil
 	}
 	var dup bool
@@ -158,12 +160,12 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 		if err != nil || !fresh {
 			return err
 		}
-		t := &turn{c: c, tx: tx, st: c.st.In(tx), m: m}
-		addressed, err := t.addressed(ctx)
+		h := &handling{c: c, tx: tx, st: c.st.In(tx), m: m}
+		addressed, err := h.addressed(ctx)
 		if err != nil || !addressed {
 			return err
 		}
-		return t.handle(ctx)
+		return h.handle(ctx)
 	})
 	if err != nil {
 		c.log.WarnContext(ctx, "chat message not handled; nothing committed, Lark will redeliver",
@@ -192,15 +194,15 @@ func (c *Chat) duplicate(ctx context.Context, eventType string) {
 
 // addressed: in a group only a mention of the bot (by id) or a reply to one of its messages
 // counts; in a direct chat everything does.
-func (t *turn) addressed(ctx context.Context) (bool, error) {
-	if t.m.ChatType == ChatP2P || t.mentionsBot() {
+func (h *handling) addressed(ctx context.Context) (bool, error) {
+	if h.m.ChatType == ChatP2P || h.mentionsBot() {
 		return true, nil
 	}
-	for _, id := range []string{t.m.ParentID, t.m.RootID} {
+	for _, id := range []string{h.m.ParentID, h.m.RootID} {
 		if id == "" {
 			continue
 		}
-		_, err := store.OutboxByLarkMessage(ctx, t.tx, id)
+		_, err := store.GetOutboxByLarkMessage(ctx, h.tx, id)
 		if err == nil {
 			return true, nil
 		}
@@ -211,19 +213,19 @@ func (t *turn) addressed(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-func (t *turn) mentionsBot() bool {
-	return slices.ContainsFunc(t.m.Mentions, func(mn Mention) bool { return mn.OpenID == t.c.opts.BotOpenID })
+func (h *handling) mentionsBot() bool {
+	return slices.ContainsFunc(h.m.Mentions, func(mn Mention) bool { return mn.OpenID == h.c.opts.BotOpenID })
 }
 
 // text returns the message text with the bot's mention removed and other mentions shown by
 // name, so "@LoopX #docs hi @Ann" reads "#docs hi @Ann".
-func (t *turn) text() string {
-	s := t.m.Text
-	for _, mn := range t.m.Mentions {
+func (h *handling) text() string {
+	s := h.m.Text
+	for _, mn := range h.m.Mentions {
 		if mn.Key == "" {
 			continue
 		}
-		if mn.OpenID == t.c.opts.BotOpenID {
+		if mn.OpenID == h.c.opts.BotOpenID {
 			s = strings.ReplaceAll(s, mn.Key, "")
 		} else {
 			s = strings.ReplaceAll(s, mn.Key, "@"+mn.Name)
@@ -232,77 +234,77 @@ func (t *turn) text() string {
 	return s
 }
 
-func (t *turn) handle(ctx context.Context) error {
-	p, err := Parse(t.text())
+func (h *handling) handle(ctx context.Context) error {
+	p, err := Parse(h.text())
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) {
 			if pe.Usage == "" {
-				return t.reply(ctx, "failed", map[string]any{"Problem": pe.Problem}, nil)
+				return h.reply(ctx, "failed", map[string]any{"Problem": pe.Problem}, nil)
 			}
-			return t.reply(ctx, "usage", map[string]any{"Problem": pe.Problem, "Usage": pe.Usage}, nil)
+			return h.reply(ctx, "usage", map[string]any{"Problem": pe.Problem, "Usage": pe.Usage}, nil)
 		}
 		return err
 	}
 	if p.Command == "" {
-		return t.deliver(ctx, p)
+		return h.deliver(ctx, p)
 	}
 	cmd, _ := lookupCommand(p.Command)
-	return t.command(ctx, cmd, p)
+	return h.command(ctx, cmd, p)
 }
 
 // lang resolves the reply language: the chat's /lang, then the goal's, then the default.
-func (t *turn) langFor(ctx context.Context, goal *store.Goal) (string, error) {
-	if !t.chatSet {
-		l, err := store.ChatLang(ctx, t.tx, t.m.ChatID)
+func (h *handling) langFor(ctx context.Context, goal *store.Goal) (string, error) {
+	if !h.chatSet {
+		l, err := store.GetChatLang(ctx, h.tx, h.m.ChatID)
 		if err != nil {
 			return "", err
 		}
-		t.lang, t.chatSet = l, true
+		h.lang, h.chatSet = l, true
 	}
-	if t.lang != "" {
-		return t.lang, nil
+	if h.lang != "" {
+		return h.lang, nil
 	}
 	if goal != nil && goal.Lang != "" {
 		return goal.Lang, nil
 	}
-	return t.c.opts.DefaultLang, nil
+	return h.c.opts.DefaultLang, nil
 }
 
 // reply answers the message with template name, in the thread when the message is in one.
 // about, when set, tags the reply with its goal/agent so replies to it route there.
-func (t *turn) reply(ctx context.Context, name string, data any, about *target) error {
+func (h *handling) reply(ctx context.Context, name string, data any, about *target) error {
 	var goal *store.Goal
 	if about != nil {
 		goal = &about.goal
 	}
-	lang, err := t.langFor(ctx, goal)
+	lang, err := h.langFor(ctx, goal)
 	if err != nil {
 		return err
 	}
-	r, err := t.c.tpl.Render(lang, name, data)
+	r, err := h.c.tpl.Render(lang, name, data)
 	if err != nil {
 		return err
 	}
-	t.replies++
+	h.replies++
 	in := store.OutboxInsert{
-		DedupeKey:     store.ReplyKey(t.m.EventID, t.replies),
+		DedupeKey:     store.ReplyKey(h.m.EventID, h.replies),
 		Kind:          r.Kind,
-		ReceiveID:     t.m.ChatID,
-		ReplyTo:       t.m.MessageID,
-		ReplyInThread: t.m.ThreadID != "", // a plain reply chain (root without thread) is answered plainly
+		ReceiveID:     h.m.ChatID,
+		ReplyTo:       h.m.MessageID,
+		ReplyInThread: h.m.ThreadID != "", // a plain reply chain (root without thread) is answered plainly
 		Content:       r.Content,
 	}
 	if about != nil {
 		in.GoalID, in.AgentID, in.SessionID = about.goal.ID, about.agent, about.session
 	}
-	_, _, err = store.InsertOutbox(ctx, t.tx, in)
+	_, _, err = store.InsertOutbox(ctx, h.tx, in)
 	return err
 }
 
 // audit records a decision of the router (refusals above all).
-func (t *turn) audit(ctx context.Context, action, goalID, target string, allowed bool, detail map[string]any) error {
-	return auditRow(ctx, t.tx, t.m.SenderID, "chat", action, goalID, target, allowed, detail)
+func (h *handling) audit(ctx context.Context, action, goalID, target string, allowed bool, detail map[string]any) error {
+	return auditRow(ctx, h.tx, h.m.SenderID, "chat", action, goalID, target, allowed, detail)
 }
 
 func auditRow(ctx context.Context, db store.DB, actor, surface, action, goalID, target string, allowed bool, detail map[string]any) error {
@@ -317,99 +319,183 @@ func auditRow(ctx context.Context, db store.DB, actor, surface, action, goalID, 
 
 // meta is the kernel operation metadata for this message: the sender acts from chat, and the
 // event id keys the operation so a replay after a lost commit cannot apply it twice.
-func (t *turn) meta() store.Meta {
-	return store.Meta{Actor: t.m.SenderID, Surface: "chat", IdempotencyKey: store.EventKey(t.m.EventID)}
-}
-
-// who is the sender, as the kernel's role rule sees them.
-func (t *turn) who() store.Person {
-	return store.Person{OpenID: t.m.SenderID, Admin: t.c.admins[t.m.SenderID]}
-}
-
-// allows reports whether a role meets a command's need.
-func allows(r store.Role, n need) bool {
-	switch n {
-	case needMember:
-		return r.AtLeast(store.RoleMember)
-	case needOwner:
-		return r.AtLeast(store.RoleOwner)
-	}
-	return true
-}
-
-// refuse tells the sender who may do it instead, and audits the refusal. command is the
-// slash command refused, "" for a message to an agent.
-func (t *turn) refuse(ctx context.Context, action, command string, n need, tg *target) error {
-	needWord := "owner"
-	if n == needMember {
-		needWord = "member"
-	}
-	if err := t.audit(ctx, action, tg.goal.ID, "goal:"+tg.goal.ID, false, map[string]any{
-		"reason": "not " + needWord, "role": string(tg.role),
-	}); err != nil {
-		return err
-	}
-	t.c.log.InfoContext(ctx, "chat refused", "actor", t.m.SenderID, "action", action, "goal_id", tg.goal.ID, "needs", needWord)
-	return t.reply(ctx, "refused", map[string]any{
-		"GoalID": tg.goal.ID, "Command": command, "Need": needWord, "Owners": tg.goal.Owners,
-	}, nil)
+func (h *handling) meta() store.Meta {
+	return store.Meta{Actor: h.m.SenderID, Surface: "chat", IdempotencyKey: store.EventKey(h.m.EventID)}
 }
 
 // kernelError answers a refusal of a kernel operation (a *store.Error) with its message and
 // returns nil; any other error is returned so the transaction rolls back and Lark redelivers.
-func (t *turn) kernelError(ctx context.Context, err error, about *target) error {
+func (h *handling) kernelError(ctx context.Context, err error, about *target) error {
 	var se *store.Error
 	if errors.As(err, &se) {
-		return t.reply(ctx, "failed", map[string]any{"Problem": se.Error()}, about)
+		return h.reply(ctx, "failed", map[string]any{"Problem": se.Error()}, about)
 	}
 	return err
 }
 
 func shortGate(id int64) string { return fmt.Sprintf("g%d", id) }
 
-// closest returns up to three names close to want (prefix, containment or a small edit
-// distance), best first.
-func closest(want string, names []string) []string {
-	type cand struct {
-		name string
-		d    int
-	}
-	var cs []cand
-	for _, n := range names {
-		d := editDistance(want, n)
-		limit := max(2, len(want)/3)
-		if strings.HasPrefix(n, want) || strings.HasPrefix(want, n) || strings.Contains(n, want) {
-			d = min(d, 1)
-		}
-		if d <= limit {
-			cs = append(cs, cand{n, d})
-		}
-	}
-	slices.SortStableFunc(cs, func(a, b cand) int { return a.d - b.d })
-	out := []string{}
-	for i := 0; i < len(cs) && i < 3; i++ {
-		out = append(out, cs[i].name)
-	}
-	return out
+// gateClick is a decoded gate button value.
+type gateClick struct {
+	GateID      int64
+	CardVersion int
+	Option      string
 }
 
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
+func parseGateClick(v map[string]any) (gateClick, bool) {
+	if v["kind"] != "gate" {
+		return gateClick{}, false
 	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+	id, ok1 := number(v["gate_id"])
+	ver, ok2 := number(v["card_version"])
+	opt, ok3 := v["option"].(string)
+	if !ok1 || !ok2 || !ok3 || id <= 0 || ver <= 0 || opt == "" || ver > math.MaxInt32 {
+		return gateClick{}, false
+	}
+	return gateClick{GateID: id, CardVersion: int(ver), Option: opt}, true
+}
+
+func number(v any) (int64, bool) {
+	switch n := v.(type) {
+	case float64:
+		if n != math.Trunc(n) || n > math.MaxInt64 || n < math.MinInt64 {
+			return 0, false
 		}
-		prev, cur = cur, prev
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	case string:
+		i, err := strconv.ParseInt(n, 10, 64)
+		return i, err == nil
 	}
-	return prev[len(rb)]
+	return 0, false
+}
+
+// HandleCardAction handles one card click in one transaction. The clicker must be an owner
+// (or admin), the gate still open and the card current; otherwise nothing changes and the
+// toast says why (refusals audited). A repeated event id answers "already handled". An error
+// means nothing was committed.
+func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, error) {
+	if a.EventID == "" {
+		return CardResult{}, store.Errorf(store.ErrInvalid, "event_id", "is empty; the bot must pass the callback's event id")
+	}
+	if a.OperatorID == "" {
+		return CardResult{}, store.Errorf(store.ErrInvalid, "operator_id", "is empty; a click needs the clicker's open_id")
+	}
+	var res CardResult
+	var dup bool
+	err := c.st.WithTx(ctx, func(tx *store.Tx) error {
+		fresh, err := store.RecordLarkEvent(ctx, tx, a.EventID, eventCardAction)
+		if err != nil {
+			return err
+		}
+		dup = !fresh
+		lang := c.opts.DefaultLang
+		if l, err := store.GetChatLang(ctx, tx, a.ChatID); err != nil {
+			return err
+		} else if l != "" {
+			lang = l
+		}
+		if !fresh {
+			res, err = c.toast(lang, "info", "duplicate", "")
+			return err
+		}
+		res, err = c.click(ctx, tx, a, lang)
+		return err
+	})
+	if err != nil {
+		c.log.WarnContext(ctx, "card action not handled; nothing committed", "event_id", a.EventID, "err", err)
+		return CardResult{}, fmt.Errorf("handle card action: %w", err)
+	}
+	if dup {
+		c.duplicate(ctx, eventCardAction)
+	}
+	return res, nil
+}
+
+func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang string) (CardResult, error) {
+	click, ok := parseGateClick(a.Value)
+	if !ok {
+		if err := auditRow(ctx, tx, a.OperatorID, "card", "card.click", "", "message:"+a.MessageID, false, map[string]any{"reason": "unknown button value"}); err != nil {
+			return CardResult{}, err
+		}
+		return c.toast(lang, "error", "invalid", "")
+	}
+	target := "gate:" + strconv.FormatInt(click.GateID, 10)
+	refuse := func(goalID, reason, kind, code, status string) (CardResult, error) {
+		if err := auditRow(ctx, tx, a.OperatorID, "card", "card.gate.answer", goalID, target, false, map[string]any{
+			"reason": reason, "option": click.Option, "card_version": click.CardVersion,
+		}); err != nil {
+			return CardResult{}, err
+		}
+		return c.toast(lang, kind, code, status)
+	}
+	g, err := store.GetGateByID(ctx, tx, click.GateID)
+	if errors.Is(err, store.ErrNotFound) {
+		return refuse("", "gate not found", "error", "unknown", "")
+	}
+	if err != nil {
+		return CardResult{}, err
+	}
+	goal, err := store.GetGoalAs(ctx, tx, g.GoalID, store.Person{OpenID: a.OperatorID, Admin: c.admins[a.OperatorID]})
+	if err != nil {
+		return CardResult{}, err
+	}
+	if l, err := store.GetChatLang(ctx, tx, a.ChatID); err != nil {
+		return CardResult{}, err
+	} else if l == "" {
+		lang = goalLang(goal.Goal, c.opts.DefaultLang)
+	}
+	switch {
+	case !allows(goal.Role, needOwner):
+		return refuse(goal.ID, "not an owner", "error", "not_owner", "")
+	case g.Status != store.GateOpen:
+		return refuse(goal.ID, "gate already "+g.Status, "warning", "answered", g.Status)
+	case click.CardVersion != g.CardVersion:
+		return refuse(goal.ID, "outdated card", "warning", "outdated", "")
+	}
+	answer := click.Option
+	out, err := c.st.In(tx).AnswerGate(ctx, store.AnswerGateParams{
+		GoalID: goal.ID, GateID: g.ID, Answer: answer, AnsweredBy: a.OperatorID,
+		CardVersion: click.CardVersion, ByAdmin: c.admins[a.OperatorID], Notice: c.cards.Update,
+		Meta: store.Meta{Actor: a.OperatorID, Surface: "card", IdempotencyKey: store.EventKey(a.EventID)},
+	})
+	if err != nil {
+		// The kernel re-checks under its row lock; a race lost there lands here.
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			return c.toast(lang, "warning", "outdated", "")
+		case errors.Is(err, store.ErrRefused):
+			fresh, lerr := store.GetGateByID(ctx, tx, g.ID)
+			if lerr == nil && fresh.Status != store.GateOpen {
+				return c.toast(lang, "warning", "answered", fresh.Status)
+			}
+			return c.toast(lang, "error", "not_owner", "")
+		}
+		var se *store.Error
+		if errors.As(err, &se) {
+			return c.toast(lang, "error", "invalid", "")
+		}
+		return CardResult{}, err
+	}
+	card, err := gateCard(ctx, tx, c.tpl, lang, goal.Goal, out)
+	if err != nil {
+		return CardResult{}, err
+	}
+	res, err := c.toast(lang, "success", "done", out.Status)
+	res.Card = json.RawMessage(card)
+	return res, err
+}
+
+func (c *Chat) toast(lang, kind, code, status string) (CardResult, error) {
+	text, err := c.tpl.Text(lang, "toast", map[string]any{"Code": code, "Status": status})
+	if err != nil {
+		return CardResult{}, err
+	}
+	return CardResult{ToastKind: kind, Toast: text}, nil
 }

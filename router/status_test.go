@@ -22,7 +22,7 @@ func (e *testBundle) failSend(goal string, code int, reason string) {
 // missFire records a missed heartbeat of goal/agent at fire, as the scheduler does after downtime.
 func (e *testBundle) missFire(goal, agent string, fire time.Time) {
 	e.t.Helper()
-	scheds, err := e.st.ScheduleByGoal(e.t.Context(), goal)
+	scheds, err := e.st.ListSchedules(e.t.Context(), goal)
 	require.NoError(e.t, err)
 	for _, s := range scheds {
 		if s.Kind == "heartbeat" && s.AgentID == agent {

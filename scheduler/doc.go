@@ -3,10 +3,13 @@
 //
 // Guarantees:
 //
-//   - Exactly one tick row per (schedule, fire time). Due schedules are claimed with
-//     FOR UPDATE SKIP LOCKED, and the tick rows and the schedule's next fire are written in the
-//     claiming transaction, so any number of replicas fire each time once; a replica that dies
-//     mid-batch leaves its schedules due for another one.
+//   - Exactly one tick row per (schedule, fire time). A replica claims a batch of due
+//     schedules in one statement (FOR UPDATE SKIP LOCKED, then a short lease), asks should-run
+//     for them with no transaction open, and settles the ones it still holds in one
+//     transaction: their tick rows, their next fire, the digests due. Any number of replicas
+//     fire each time once; a replica that dies mid-batch leaves its schedules due again when
+//     the lease lapses (30 s), and the next claimant replays the same fire times (should-run
+//     answers the same turn instance), so a turn is started by one replica only.
 //   - No silent gaps. Each tick records the fire planned after it (next_fire_at); every fire
 //     time either gets a ran/skipped tick or a missed row. After downtime at most one catch-up
 //     tick per schedule runs (the newest passed fire); the older passed fires are recorded as
@@ -25,7 +28,6 @@
 //     answer (quota.Decide over the snapshot) and keep the cron cadence.
 //   - A new todo, an inbox message or an answered gate re-arms the goal's heartbeats (a
 //     trigger), so work arriving during a long backoff is picked up at the next cron time.
-//   - Tick rows are kept for TickRetention (35 days), longer than any report window.
 //   - Each goal's schedules are delayed by a deterministic jitter in [0, MaxJitter), the same
 //     on every replica, so goals sharing a spec do not burst.
 //   - Report digests: one per (goal, window end), whatever the replicas and restarts.

@@ -190,7 +190,7 @@ func TestDowntimeOneCatchUpNineMissed(t *testing.T) {
 	require.Zero(t, st.Ticks)
 
 	// /status sees the missed fires.
-	status, err := b.st.GoalTickStatus(ctx, "d000001", c.Now())
+	status, err := b.st.ReadTickStatus(ctx, "d000001", c.Now())
 	require.NoError(t, err)
 	require.Equal(t, 9, status.Missed24h)
 	require.Equal(t, "missed", status.LastMiss.Outcome)

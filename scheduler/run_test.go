@@ -31,7 +31,7 @@ func TestRunWakesOnScheduleChange(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Eventually(t, func() bool {
-		list, err := st.ScheduleByGoal(ctx, "wake")
+		list, err := st.ListSchedules(ctx, "wake")
 		require.NoError(t, err)
 		for _, sc := range list {
 			if sc.Kind == store.ScheduleHeartbeat && !sc.NextFireAt.IsZero() {
@@ -73,10 +73,10 @@ func TestPausedGoalHoldsHeartbeatUntilResume(t *testing.T) {
 	_, err = st.StopGoal(ctx, store.GoalRef{GoalID: "hold", Meta: admin})
 	require.NoError(t, err)
 	require.Equal(t, 1, step(5*time.Minute).Ticks)
-	ticks, err := st.TicksByGoal(ctx, store.TicksParams{GoalID: "hold", Limit: 1})
+	ticks, err := st.ListTicks(ctx, store.TicksParams{GoalID: "hold", Limit: 1})
 	require.NoError(t, err)
 	require.Equal(t, quota.StatePaused, ticks[0].Reason)
-	list, err := st.ScheduleByGoal(ctx, "hold")
+	list, err := st.ListSchedules(ctx, "hold")
 	require.NoError(t, err)
 	for _, sc := range list {
 		if sc.Kind == store.ScheduleHeartbeat {
@@ -90,7 +90,7 @@ func TestPausedGoalHoldsHeartbeatUntilResume(t *testing.T) {
 	step(0)
 	require.Equal(t, 1, step(5*time.Minute).Ticks, "resumed: the heartbeat fires again")
 	// The held hours are not missed fires: the hold was a decision, recorded once.
-	missed, err := st.TicksByGoal(ctx, store.TicksParams{GoalID: "hold", Outcome: store.TickMissed})
+	missed, err := st.ListTicks(ctx, store.TicksParams{GoalID: "hold", Outcome: store.TickMissed})
 	require.NoError(t, err)
 	require.Empty(t, missed)
 }
@@ -126,7 +126,7 @@ func TestLoopAcrossDST(t *testing.T) {
 			require.NoError(t, err)
 			c.Add(10 * time.Minute)
 		}
-		list, err := r.st.TicksByGoal(ctx, store.TicksParams{GoalID: prefix + "000001"})
+		list, err := r.st.ListTicks(ctx, store.TicksParams{GoalID: prefix + "000001"})
 		require.NoError(t, err)
 		var got []time.Time
 		for i := len(list) - 1; i >= 0; i-- {

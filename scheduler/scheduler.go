@@ -404,7 +404,7 @@ func (s *Scheduler) decide(ctx context.Context, work []*fired) error {
 // turn): the host of a poll agent asks should-run itself.
 func (s *Scheduler) peek(ctx context.Context, goalID, agentID string) (quota.Decision, error) {
 	now := s.now()
-	snap, err := s.st.ReadTickSnapshot(ctx, goalID, agentID, now)
+	snap, err := s.st.ReadShouldRunSnapshot(ctx, goalID, agentID, now)
 	if err != nil {
 		return quota.Decision{}, err
 	}

@@ -11,6 +11,50 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Agent runner kinds.
+const (
+	RunnerExec    = "exec"
+	RunnerWebhook = "webhook"
+	RunnerPoll    = "poll"
+)
+
+// Agent is a registered peer of a goal. Its token is never stored, only its sha256.
+type Agent struct {
+	GoalID       string          `json:"goal_id"`
+	ID           string          `json:"agent_id"`
+	Runner       string          `json:"runner"` // exec | webhook | poll
+	RunnerConfig json.RawMessage `json:"runner_config"`
+	WorkMode     string          `json:"work_mode"` // active | monitor_only
+	IsDefault    bool            `json:"is_default"`
+	CreatedAt    time.Time       `json:"created_at"`
+}
+
+// RegisteredAgent is an agent with its bearer token, returned once by RegisterAgent and
+// RotateAgentToken. A replay of either under its idempotency key returns Token "" (the token
+// is never stored in clear); rotate again to get a new one.
+type RegisteredAgent struct {
+	Agent
+	Token string `json:"token,omitempty"`
+}
+
+// RegisterAgentParams registers an agent on a goal and issues its token.
+type RegisterAgentParams struct {
+	GoalID       string
+	AgentID      string
+	Runner       string          // exec | webhook | poll; "" = poll
+	RunnerConfig json.RawMessage // JSON object; nil = {}
+	WorkMode     string          // active | monitor_only; "" = active
+	IsDefault    bool            // becomes the goal's default agent (the previous one stops being it)
+	Meta         Meta            `json:"-"`
+}
+
+// AgentRef names an agent for token rotation.
+type AgentRef struct {
+	GoalID  string
+	AgentID string
+	Meta    Meta `json:"-"`
+}
+
 // tokenPrefix marks LoopX agent tokens so a leaked one is recognisable in logs and scanners.
 const tokenPrefix = "lxa_"
 
@@ -140,7 +184,12 @@ func (s *Store) ListAgents(ctx context.Context, goalID string) ([]Agent, error) 
 	if err := checkID("goal_id", goalID); err != nil {
 		return nil, err
 	}
-	rows, err := s.DB().Query(ctx, `SELECT `+agentCols+` FROM agent WHERE goal_id = $1 ORDER BY id`, goalID)
+	return ListAgents(ctx, s.DB(), goalID)
+}
+
+// ListAgents lists a goal's agents by id, through db.
+func ListAgents(ctx context.Context, db DB, goalID string) ([]Agent, error) {
+	rows, err := db.Query(ctx, `SELECT `+agentCols+` FROM agent WHERE goal_id = $1 ORDER BY id`, goalID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", mapErr(err))
 	}

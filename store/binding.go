@@ -52,8 +52,8 @@ func Unbind(ctx context.Context, db DB, chatID, threadRoot, goalID string) ([]Bi
 	return collectBindings(rows, "unbind chat")
 }
 
-// ChatBindings lists every binding in a chat: the whole-chat ones and those of its threads.
-func ChatBindings(ctx context.Context, db DB, chatID string) ([]Binding, error) {
+// ListChatBindings lists every binding in a chat: the whole-chat ones and those of its threads.
+func ListChatBindings(ctx context.Context, db DB, chatID string) ([]Binding, error) {
 	rows, err := db.Query(ctx, `
 		SELECT chat_id, thread_root, goal_id, agent_id, created_by, created_at
 		FROM binding WHERE chat_id = $1 ORDER BY thread_root, goal_id`, chatID)
@@ -63,8 +63,8 @@ func ChatBindings(ctx context.Context, db DB, chatID string) ([]Binding, error) 
 	return collectBindings(rows, "list chat bindings")
 }
 
-// GoalBindings lists the chats a goal is bound to (whole-chat bindings first).
-func GoalBindings(ctx context.Context, db DB, goalID string) ([]Binding, error) {
+// ListGoalBindings lists the chats a goal is bound to (whole-chat bindings first).
+func ListGoalBindings(ctx context.Context, db DB, goalID string) ([]Binding, error) {
 	rows, err := db.Query(ctx, `
 		SELECT chat_id, thread_root, goal_id, agent_id, created_by, created_at
 		FROM binding WHERE goal_id = $1 ORDER BY thread_root, chat_id`, goalID)

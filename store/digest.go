@@ -128,7 +128,7 @@ func ReadDigestFacts(ctx context.Context, db DB, goalID string, from, to time.Ti
 			return f, fmt.Errorf("read digest list: %w", mapErr(err))
 		}
 	}
-	counts, err := TickSummary(ctx, db, goalID, from, to)
+	counts, err := CountTicks(ctx, db, goalID, from, to)
 	if err != nil {
 		return f, err
 	}

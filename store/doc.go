@@ -5,17 +5,30 @@
 //   - One operation, one transaction: the state change, its audit row, its idempotency
 //     receipt and any outbox rows (from the caller's Notice callback) commit together or not
 //     at all. No transaction is held across a network call.
+//   - One executor: every statement runs on a DB, the pool or one open transaction (*Tx,
+//     *ShouldRunTx). A caller joins a transaction only explicitly (Store.In(tx), or a DB
+//     argument); side-effect callbacks (NoticeFunc) are handed the transaction's executor.
+//     Inside a transaction nothing takes a second pool connection, so a burst that holds every
+//     connection cannot wait on itself; acquiring a connection waits only as long as the
+//     caller's context. Only this package imports pgx.
 //   - Bad input is refused before anything is written, with a *Error whose Kind is ErrInvalid
 //     and whose Field names the input at fault (ids `[a-z0-9][a-z0-9._-]{0,62}`, text up to
 //     12,000 characters, non-negative quota, cron specs parsed by robfig/cron, IANA zones).
-//   - Idempotency: an operation given Meta.IdempotencyKey stores its result; the same key
-//     with the same request returns that result and writes nothing, another request under the
-//     key is ErrConflict. Keys are scoped by actor. Agent tokens are never stored in clear, so
-//     a replayed registration or rotation returns the agent without its token.
+//   - Idempotency, one replay path (Do): an operation given Meta.IdempotencyKey stores its
+//     result; the same key with the same request returns that result and writes nothing, even
+//     while the first call is in flight (the retry waits on the key's lock, then reads the
+//     committed receipt); another request under the key is ErrConflict naming
+//     idempotency_key. Keys are scoped by actor and built in keys.go. Agent tokens are never
+//     stored in clear, so a replayed registration or rotation returns the agent without its
+//     token.
+//   - Answers name the input at fault, never a constraint or a driver message.
 //   - Concurrency: claims, gate answers, spends and turn opens lock the row they change or
 //     rely on a unique index, so concurrent callers see exactly one winner: a claim never
 //     overwrites another agent's live claim (transfer is explicit), at most one turn per
-//     goal x agent is live, and a turn is debited at most once.
+//     goal x agent is live, a turn is debited at most once, and a goal has at most one open
+//     stall gate.
+//   - Rules the chat's fast path applies in SQL (who may message a goal: loopx_role; which
+//     agent a message reaches: loopx_message_agent) are SQL functions every path calls.
 //   - Refusals that an operation decides (a non-owner answering a gate, a spend that is not
 //     owed) return ErrRefused and leave an audit row with allowed=false.
 //   - Time: operations read the injected clock (Options.Now) once and use it for every

@@ -10,6 +10,41 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Evidence is something an agent produced, bound to a todo and/or turn.
+type Evidence struct {
+	ID        int64     `json:"evidence_id"`
+	GoalID    string    `json:"goal_id"`
+	AgentID   string    `json:"agent_id"`
+	TodoID    int64     `json:"todo_id,omitempty"`
+	TurnID    int64     `json:"turn_id,omitempty"`
+	Kind      string    `json:"kind"` // link | command | note | artifact
+	Summary   string    `json:"summary"`
+	Ref       string    `json:"ref"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// AddEvidenceParams records evidence. TurnID 0 binds it to the agent's live turn, if any,
+// which then counts as having made progress.
+type AddEvidenceParams struct {
+	GoalID  string
+	AgentID string
+	TodoID  int64
+	TurnID  int64
+	Kind    string // link | command | note | artifact; "" = note
+	Summary string
+	Ref     string
+	Meta    Meta `json:"-"`
+}
+
+// ListEvidenceParams filters ListEvidence.
+type ListEvidenceParams struct {
+	GoalID  string
+	TodoID  int64
+	AgentID string
+	Limit   int
+	AfterID int64
+}
+
 const evidenceCols = `id, goal_id, agent_id, coalesce(todo_id, 0), coalesce(turn_id, 0), kind, summary, ref, created_at`
 
 func scanEvidence(row pgx.Row) (Evidence, error) {

@@ -10,6 +10,97 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Gate statuses and kinds.
+const (
+	GateOpen      = "open"
+	GateApproved  = "approved"
+	GateRejected  = "rejected"
+	GateCancelled = "cancelled"
+
+	GateKindQuestion = "question"
+	GateKindStall    = "stall"
+)
+
+// Gate is an owner decision an agent (or the stall guard) waits for. TodoID 0 blocks the
+// whole goal.
+type Gate struct {
+	ID             int64      `json:"gate_id"`
+	GoalID         string     `json:"goal_id"`
+	AgentID        string     `json:"agent_id"` // who asked; "" for system gates
+	Kind           string     `json:"kind"`     // question | stall
+	Question       string     `json:"question"`
+	Options        []string   `json:"options"`
+	TodoID         int64      `json:"todo_id,omitempty"`
+	Status         string     `json:"status"`
+	AnsweredBy     string     `json:"answered_by,omitempty"`
+	Answer         string     `json:"answer,omitempty"`
+	Comment        string     `json:"comment,omitempty"`
+	AnsweredAt     *time.Time `json:"answered_at,omitempty"`
+	CardVersion    int        `json:"card_version"`
+	Reminders      int        `json:"reminders"`
+	NextReminderAt *time.Time `json:"next_reminder_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+}
+
+// AskGateParams opens an owner gate. TodoID 0 blocks the whole goal; otherwise that todo
+// becomes blocked until the gate is answered.
+type AskGateParams struct {
+	GoalID   string
+	AgentID  string // "" for system gates
+	Kind     string // question | stall; "" = question
+	Question string
+	Options  []string // nil = approve, reject
+	TodoID   int64
+	// Notice, when set, runs inside the transaction with the new gate and returns the outbox
+	// rows that announce it (the gate card).
+	Notice NoticeFunc `json:"-"`
+	Meta   Meta       `json:"-"`
+}
+
+// AnswerGateParams answers an open gate. AnsweredBy must be an owner of the goal; anyone else
+// is refused and the refusal is audited.
+type AnswerGateParams struct {
+	GoalID     string
+	GateID     int64
+	Answer     string // approve | reject
+	AnsweredBy string // open_id
+	Comment    string
+	// CardVersion, when non-zero, must equal the gate's card_version (a click on an older
+	// card is ErrConflict).
+	CardVersion int
+	// ByAdmin: the caller verified that AnsweredBy is a LoopX admin (LOOPX_ADMINS), who may
+	// answer any goal's gates without being an owner.
+	ByAdmin bool
+	// Notice, when set, runs inside the transaction with the answered gate (card update).
+	Notice NoticeFunc `json:"-"`
+	Meta   Meta       `json:"-"`
+}
+
+// CancelGateParams withdraws an open gate; only the agent that asked may.
+type CancelGateParams struct {
+	GoalID  string
+	GateID  int64
+	AgentID string
+	Notice  NoticeFunc `json:"-"`
+	Meta    Meta       `json:"-"`
+}
+
+// ListGatesParams filters ListGates.
+type ListGatesParams struct {
+	GoalID string
+	Status string // "" = all
+	Limit  int
+}
+
 // firstReminder is when an open gate is first reminded; the scheduler owns the backoff after.
 const firstReminder = 30 * time.Minute
 
@@ -366,4 +457,24 @@ func (s *Store) ListGates(ctx context.Context, p ListGatesParams) ([]Gate, error
 		return nil, fmt.Errorf("list gates: %w", mapErr(err))
 	}
 	return collect(rows, "list gates", scanGate)
+}
+
+// GetGateByID reads one gate by its id alone (the chat's /approve g12 names no goal), through
+// db; ErrNotFound when it does not exist.
+func GetGateByID(ctx context.Context, db DB, id int64) (Gate, error) {
+	g, err := scanGate(db.QueryRow(ctx, `SELECT `+gateCols+` FROM gate WHERE id = $1`, id))
+	if err != nil {
+		return Gate{}, fmt.Errorf("read gate %d: %w", id, mapErr(err))
+	}
+	return g, nil
+}
+
+// ListOpenGates lists a goal's open gates through db, oldest first.
+func ListOpenGates(ctx context.Context, db DB, goalID string) ([]Gate, error) {
+	rows, err := db.Query(ctx, `SELECT `+gateCols+` FROM gate
+		WHERE goal_id = $1 AND status = 'open' ORDER BY id LIMIT 100`, goalID)
+	if err != nil {
+		return nil, fmt.Errorf("list open gates: %w", mapErr(err))
+	}
+	return collect(rows, "list open gates", scanGate)
 }

@@ -9,6 +9,89 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Goal statuses.
+const (
+	GoalActive  = "active"
+	GoalStopped = "stopped"
+	GoalDone    = "done"
+)
+
+// Goal is one long-horizon objective with its owners, quota policy and schedules.
+type Goal struct {
+	ID            string    `json:"id"`
+	Title         string    `json:"title"`
+	Objective     string    `json:"objective"`
+	Owners        []string  `json:"owners"`  // Lark open_ids who may steer and answer gates
+	Members       []string  `json:"members"` // Lark open_ids who may message agents and read
+	Status        string    `json:"status"`  // active | stopped | done
+	WindowHours   int       `json:"window_hours"`
+	AllowedSlots  int       `json:"allowed_slots"`
+	HeartbeatSpec string    `json:"heartbeat_spec"` // robfig/cron standard spec; "" = none
+	HeartbeatTZ   string    `json:"heartbeat_tz"`   // IANA zone
+	ReportSpec    string    `json:"report_spec"`
+	ReportTZ      string    `json:"report_tz"`
+	Lang          string    `json:"lang"`        // en | zh
+	StallTurns    int       `json:"stall_turns"` // turns in a row without progress before a stall gate; 0 = off
+	Version       int64     `json:"version"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// CreateGoalParams creates a goal. Zero values take the defaults: window 24 h, 24 slots,
+// zones UTC, language en, stall guard after 3 turns.
+type CreateGoalParams struct {
+	ID            string
+	Title         string
+	Objective     string
+	Owners        []string
+	Members       []string
+	WindowHours   *int
+	AllowedSlots  *int
+	HeartbeatSpec string
+	HeartbeatTZ   string
+	ReportSpec    string
+	ReportTZ      string
+	Lang          string
+	StallTurns    *int
+	Meta          Meta `json:"-"`
+}
+
+// ListGoalsParams filters ListGoals. Empty fields do not filter.
+type ListGoalsParams struct {
+	Status string // active | stopped | done
+	// Person limits the list to goals where this open_id is an owner or member.
+	Person string
+	Limit  int // 0 = 100; at most 1000
+	After  string
+}
+
+// UpdateGoalParams changes the fields that are non-nil. Version is the version the caller
+// read; a different current version is ErrConflict. Version 0 skips the check (chat commands
+// that change one field without a read).
+type UpdateGoalParams struct {
+	GoalID        string
+	Version       int64
+	Title         *string
+	Objective     *string
+	Owners        *[]string
+	Members       *[]string
+	WindowHours   *int
+	AllowedSlots  *int
+	HeartbeatSpec *string
+	HeartbeatTZ   *string
+	ReportSpec    *string
+	ReportTZ      *string
+	Lang          *string
+	StallTurns    *int
+	Meta          Meta `json:"-"`
+}
+
+// GoalRef names a goal for stop/resume.
+type GoalRef struct {
+	GoalID string
+	Meta   Meta `json:"-"`
+}
+
 const goalCols = `id, title, objective, owners, members, status, window_hours, allowed_slots,
 	heartbeat_spec, heartbeat_tz, report_spec, report_tz, lang, stall_turns, version, created_at, updated_at`
 
@@ -105,7 +188,13 @@ func (s *Store) GetGoal(ctx context.Context, id string) (Goal, error) {
 	if err := checkID("goal_id", id); err != nil {
 		return Goal{}, err
 	}
-	return getGoal(ctx, s.DB(), id, false)
+	return GetGoal(ctx, s.DB(), id)
+}
+
+// GetGoal reads one goal through db (the pool, or the caller's transaction so it sees its
+// writes); ErrNotFound naming goal_id when it does not exist.
+func GetGoal(ctx context.Context, db DB, id string) (Goal, error) {
+	return getGoal(ctx, db, id, false)
 }
 
 func getGoal(ctx context.Context, db DB, id string, forUpdate bool) (Goal, error) {

@@ -41,7 +41,7 @@ func TestReadGoalProblemsScopesToGoalNewestFirst(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	var ticks []store.Tick
 	for _, g := range []string{"g", "other"} {
-		scheds, err := st.ScheduleByGoal(ctx, g)
+		scheds, err := st.ListSchedules(ctx, g)
 		require.NoError(t, err)
 		var hb store.Schedule
 		for _, s := range scheds {

@@ -20,7 +20,7 @@ func TestTickSnapshotReadsFreshGoal(t *testing.T) {
 	require.NoError(t, err)
 	td, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "g1", Text: "do it", Meta: m})
 	require.NoError(t, err)
-	snap, err := st.ReadTickSnapshot(ctx, "g1", "a1", st.Now())
+	snap, err := st.ReadShouldRunSnapshot(ctx, "g1", "a1", st.Now())
 	require.NoError(t, err)
 	require.True(t, snap.GoalFound)
 	require.True(t, snap.AgentFound)
@@ -29,7 +29,7 @@ func TestTickSnapshotReadsFreshGoal(t *testing.T) {
 	require.Equal(t, td.ID, snap.Runnable[0].ID)
 	require.Nil(t, snap.LiveTurn)
 	require.Empty(t, snap.RecentProgress)
-	none, err := st.ReadTickSnapshot(ctx, "nope", "a1", st.Now())
+	none, err := st.ReadShouldRunSnapshot(ctx, "nope", "a1", st.Now())
 	require.NoError(t, err)
 	require.False(t, none.GoalFound)
 }

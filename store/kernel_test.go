@@ -24,8 +24,8 @@ func newClock() *storetest.Clock {
 	return storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
 }
 
-// fixture is a store with goal "g" (owner ou_owner1) and agent "a".
-func fixture(t *testing.T) (*store.Store, *storetest.Clock) {
+// setup is a store with goal "g" (owner ou_owner1) and agent "a".
+func setup(t *testing.T) (*store.Store, *storetest.Clock) {
 	t.Helper()
 	c := newClock()
 	st := storetest.New(t, store.Options{Now: c.Now})
@@ -62,7 +62,7 @@ func requireKind(t *testing.T, err error, kind error, field string) {
 
 func TestClaimTodoConcurrentOneWins(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	for i := range 20 {
 		_, err := st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "g", AgentID: fmt.Sprintf("c%d", i), Meta: admin})
@@ -100,7 +100,7 @@ func TestClaimTodoConcurrentOneWins(t *testing.T) {
 
 func TestClaimNeverOverwritesWithoutTransfer(t *testing.T) {
 	t.Parallel()
-	st, c := fixture(t)
+	st, c := setup(t)
 	ctx := t.Context()
 	_, err := st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "g", AgentID: "b", Meta: admin})
 	require.NoError(t, err)
@@ -134,7 +134,7 @@ func TestClaimNeverOverwritesWithoutTransfer(t *testing.T) {
 
 func TestUpdateTodoCompareAndSet(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	td, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "x", ClaimFor: "a", Meta: admin})
 	require.NoError(t, err)
@@ -163,7 +163,7 @@ func TestUpdateTodoCompareAndSet(t *testing.T) {
 
 func TestSpendSlotConcurrentOneDebit(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	td, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "x", Meta: admin})
 	require.NoError(t, err)
@@ -200,7 +200,7 @@ func TestSpendSlotConcurrentOneDebit(t *testing.T) {
 
 func TestSpendSlotRefusals(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	before := rowCounts(t, st)
 	_, err := st.SpendSlot(ctx, store.SpendSlotParams{GoalID: "g", AgentID: "a", TurnInstanceID: "nope", Meta: agentMeta("a")})
@@ -234,7 +234,7 @@ func TestSpendSlotRefusals(t *testing.T) {
 
 func TestTurnsOneLiveAndExpiry(t *testing.T) {
 	t.Parallel()
-	st, c := fixture(t)
+	st, c := setup(t)
 	ctx := t.Context()
 	_, err := st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "g", AgentID: "a", InstanceID: "t1", Lease: time.Minute, Meta: agentMeta("a")})
 	require.NoError(t, err)
@@ -264,7 +264,7 @@ func TestTurnsOneLiveAndExpiry(t *testing.T) {
 
 func TestEvidenceMarksLiveTurnProgress(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	td, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "x", Meta: admin})
 	require.NoError(t, err)
@@ -285,7 +285,7 @@ func TestEvidenceMarksLiveTurnProgress(t *testing.T) {
 
 func TestGateLifecycle(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	td, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "deploy", ClaimFor: "a", Meta: admin})
 	require.NoError(t, err)
@@ -359,7 +359,7 @@ func TestGateLifecycle(t *testing.T) {
 
 func TestNonOwnerGateAnswerRefusedAndAudited(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	g, err := st.AskGate(ctx, store.AskGateParams{GoalID: "g", AgentID: "a", Question: "ok?", Meta: agentMeta("a")})
 	require.NoError(t, err)
@@ -389,7 +389,7 @@ func TestNonOwnerGateAnswerRefusedAndAudited(t *testing.T) {
 
 func TestStallGateRejectStopsGoal(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	_, err := st.AskGate(ctx, store.AskGateParams{GoalID: "g", AgentID: "a", Kind: store.GateKindStall, Question: "stalled?", Meta: agentMeta("a")})
 	requireKind(t, err, store.ErrInvalid, "kind") // only the stall guard opens stall gates
@@ -421,7 +421,7 @@ func TestStallGateRejectStopsGoal(t *testing.T) {
 
 func TestGoalUpdateStopResume(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	g, err := st.GetGoal(ctx, "g")
 	require.NoError(t, err)
@@ -451,7 +451,7 @@ func TestGoalUpdateStopResume(t *testing.T) {
 
 func TestAgentTokens(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	ra, err := st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "g", AgentID: "tok", Runner: store.RunnerExec,
 		RunnerConfig: json.RawMessage(`{"command":["codex","exec"]}`), Meta: admin})
@@ -486,7 +486,7 @@ func TestAgentTokens(t *testing.T) {
 // ErrConflict.
 func TestReceiptsReplayAndWriteNothing(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	key := func(k string) store.Meta { return store.Meta{Actor: "admin", Surface: "api", IdempotencyKey: k} }
 	td, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "base", Meta: admin})
@@ -564,7 +564,7 @@ func TestReceiptsReplayAndWriteNothing(t *testing.T) {
 // ErrNotFound for an unknown goal) naming the field, and no row changes.
 func TestBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
-	st, _ := fixture(t)
+	st, _ := setup(t)
 	ctx := t.Context()
 	long := strings.Repeat("x", store.MaxText+1)
 	neg, zero, big := -1, 0, 721
@@ -727,7 +727,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 
 func TestRenewTurnAndPruneReceipts(t *testing.T) {
 	t.Parallel()
-	st, c := fixture(t)
+	st, c := setup(t)
 	ctx := t.Context()
 	_, err := st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "g", AgentID: "a", InstanceID: "r1", Lease: time.Minute, Meta: admin})
 	require.NoError(t, err)

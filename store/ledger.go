@@ -10,6 +10,53 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Quota ledger kinds.
+const (
+	LedgerSlotSpent      = "slot_spent"
+	LedgerSlotVoided     = "slot_voided"
+	LedgerStateRefreshed = "state_refreshed"
+	LedgerTickDecision   = "tick_decision"
+)
+
+// LedgerEntry is one append-only quota ledger row.
+type LedgerEntry struct {
+	ID        int64           `json:"event_id"`
+	GoalID    string          `json:"goal_id"`
+	AgentID   string          `json:"agent_id"`
+	Kind      string          `json:"kind"`
+	TurnID    int64           `json:"turn_id,omitempty"`
+	TodoID    int64           `json:"todo_id,omitempty"`
+	Slots     int             `json:"slots"`
+	Detail    json.RawMessage `json:"detail"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// SpendSlotParams debits one slot for a turn that ran. TurnInstanceID names the turn.
+type SpendSlotParams struct {
+	GoalID         string
+	AgentID        string
+	TurnInstanceID string
+	TodoID         int64
+	Meta           Meta `json:"-"`
+}
+
+// SpendReceipt is the result of SpendSlot; a retry returns the same one with Replayed true.
+type SpendReceipt struct {
+	Entry      LedgerEntry `json:"quota_event"`
+	Turn       Turn        `json:"turn"`
+	SpentSlots int         `json:"spent_slots"`
+	Replayed   bool        `json:"-"`
+}
+
+// RefreshStateParams records the next action the following turn should see, quota-neutral.
+type RefreshStateParams struct {
+	GoalID         string
+	AgentID        string
+	TurnInstanceID string
+	NextAction     string
+	Meta           Meta `json:"-"`
+}
+
 const ledgerCols = `id, goal_id, agent_id, kind, coalesce(turn_id, 0), coalesce(todo_id, 0), slots, detail, created_at`
 
 func scanLedger(row pgx.Row) (LedgerEntry, error) {
@@ -235,35 +282,4 @@ func (s *Store) ListLedger(ctx context.Context, goalID, kind string, afterID int
 		return nil, fmt.Errorf("list ledger: %w", mapErr(err))
 	}
 	return collect(rows, "list ledger", scanLedger)
-}
-
-// ListAudit lists a goal's audit rows ("" = all goals), oldest first.
-func (s *Store) ListAudit(ctx context.Context, p ListAuditParams) ([]Audit, error) {
-	if p.GoalID != "" {
-		if err := checkID("goal_id", p.GoalID); err != nil {
-			return nil, err
-		}
-	}
-	n, err := listLimit(p.Limit)
-	if err != nil {
-		return nil, err
-	}
-	return queryAudit(ctx, s.DB(), `
-		SELECT id, at, actor, surface, action, goal_id, target, allowed, detail FROM audit
-		WHERE ($1 = '' OR goal_id = $1) AND id > $2 ORDER BY id LIMIT $3`, p.GoalID, p.AfterID, n)
-}
-
-// queryAudit runs an audit SELECT (the columns of Audit, in order) and scans every row.
-func queryAudit(ctx context.Context, db DB, sql string, args ...any) ([]Audit, error) {
-	rows, err := db.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", mapErr(err))
-	}
-	return collect(rows, "list audit", scanAudit)
-}
-
-func scanAudit(row pgx.Row) (Audit, error) {
-	var a Audit
-	err := row.Scan(&a.ID, &a.At, &a.Actor, &a.Surface, &a.Action, &a.GoalID, &a.Target, &a.Allowed, &a.Detail)
-	return a, err
 }

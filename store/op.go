@@ -11,6 +11,19 @@ import (
 	"time"
 )
 
+// Meta says who performs an operation, from which surface, and under which idempotency key.
+// Every mutating operation takes one; it becomes the audit row (and the receipt key).
+type Meta struct {
+	// Actor is an open_id, "agent:<goal>/<agent>", "admin" or "system".
+	Actor string
+	// Surface is one of "api", "chat", "card", "scheduler", "system".
+	Surface string
+	// IdempotencyKey, when set, makes the operation replayable: the same key with the same
+	// request returns the stored result and writes nothing; with another request it is
+	// ErrConflict. Keys are scoped by Actor.
+	IdempotencyKey string
+}
+
 // Surfaces an operation can come from (the audit table's check constraint).
 var surfaces = map[string]bool{"api": true, "chat": true, "card": true, "scheduler": true, "system": true}
 
@@ -172,25 +185,6 @@ func requestHash(op string, req any) ([]byte, error) {
 	h.Write([]byte{0})
 	h.Write(b)
 	return h.Sum(nil), nil
-}
-
-// InsertAudit writes one audit row in the caller's transaction. A zero At means now().
-func InsertAudit(ctx context.Context, db DB, a Audit) error {
-	if a.Detail == nil {
-		a.Detail = json.RawMessage(`{}`)
-	}
-	var at any = a.At
-	if a.At.IsZero() {
-		at = nil
-	}
-	_, err := db.Exec(ctx, `
-		INSERT INTO audit (at, actor, surface, action, goal_id, target, allowed, detail)
-		VALUES (coalesce($1, now()), $2, $3, $4, $5, $6, $7, $8)`,
-		at, a.Actor, a.Surface, a.Action, a.GoalID, a.Target, a.Allowed, a.Detail)
-	if err != nil {
-		return fmt.Errorf("insert audit: %w", mapErr(err))
-	}
-	return nil
 }
 
 // kernelHex returns n random bytes as hex.

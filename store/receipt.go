@@ -2,12 +2,22 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
+
+// Receipt is the stored result of an idempotent operation.
+type Receipt struct {
+	Key         string          `json:"key"`
+	RequestHash []byte          `json:"-"`
+	Status      int             `json:"status"`
+	Body        json.RawMessage `json:"body"`
+	CreatedAt   time.Time       `json:"created_at"`
+}
 
 // lockReceiptSQL serializes every call under one key until the holder's transaction ends. It
 // is a statement of its own on purpose: under READ COMMITTED each statement reads a fresh

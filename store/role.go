@@ -50,9 +50,9 @@ type GoalAs struct {
 
 const roleCol = `loopx_role(owners, members, $2, $3)`
 
-// LookupGoalAs reads one goal and the person's role on it; ErrNotFound when it does not exist.
-func LookupGoalAs(ctx context.Context, db DB, id string, who Person) (GoalAs, error) {
-	g, err := scanGoalAs(db.QueryRow(ctx, `SELECT `+lookupGoalColumns+`, `+roleCol+` FROM goal WHERE id = $1`,
+// GetGoalAs reads one goal and the person's role on it; ErrNotFound when it does not exist.
+func GetGoalAs(ctx context.Context, db DB, id string, who Person) (GoalAs, error) {
+	g, err := scanGoalAs(db.QueryRow(ctx, `SELECT `+goalCols+`, `+roleCol+` FROM goal WHERE id = $1`,
 		id, who.OpenID, who.Admin))
 	if err != nil {
 		return GoalAs{}, fmt.Errorf("read goal %s: %w", id, mapErr(err))
@@ -60,11 +60,11 @@ func LookupGoalAs(ctx context.Context, db DB, id string, who Person) (GoalAs, er
 	return g, nil
 }
 
-// GoalsVisibleTo lists, by id, the goals a person may see (any role but stranger), at most
+// ListGoalsVisibleTo lists, by id, the goals a person may see (any role but stranger), at most
 // 1000, with the person's role on each.
-func GoalsVisibleTo(ctx context.Context, db DB, who Person) ([]GoalAs, error) {
+func ListGoalsVisibleTo(ctx context.Context, db DB, who Person) ([]GoalAs, error) {
 	const role = `loopx_role(owners, members, $1, $2)`
-	rows, err := db.Query(ctx, `SELECT `+lookupGoalColumns+`, `+role+` FROM goal
+	rows, err := db.Query(ctx, `SELECT `+goalCols+`, `+role+` FROM goal
 		WHERE `+role+` <> 'stranger' ORDER BY id LIMIT 1000`, who.OpenID, who.Admin)
 	if err != nil {
 		return nil, fmt.Errorf("list visible goals: %w", mapErr(err))

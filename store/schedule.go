@@ -218,8 +218,8 @@ func (s *Store) NextWake(ctx context.Context, now time.Time) (at time.Time, rear
 	return *next, rearm, true, nil
 }
 
-// ScheduleByGoal lists the schedules of one goal (for /status and tests).
-func (s *Store) ScheduleByGoal(ctx context.Context, goalID string) ([]Schedule, error) {
+// ListSchedules lists the schedules of one goal (for /status and tests).
+func (s *Store) ListSchedules(ctx context.Context, goalID string) ([]Schedule, error) {
 	rows, err := s.DB().Query(ctx, `SELECT `+scheduleCols+` FROM `+scheduleFrom+`
 		WHERE s.goal_id = $1 ORDER BY s.kind, s.agent_id`, goalID)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // the spend (concurrent requests take their clock before the first one commits).
 func TestSpendRetryAnswersTheOriginalCount(t *testing.T) {
 	t.Parallel()
-	st, clk := fixture(t)
+	st, clk := setup(t)
 	ctx := t.Context()
 	td, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "x", Meta: admin})
 	require.NoError(t, err)

@@ -3,344 +3,198 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// TickSnapshot is everything the should-run decision reads, fetched by ReadTickSnapshot in
-// one SQL statement.
-type TickSnapshot struct {
-	GoalFound  bool
-	Goal       Goal
-	AgentFound bool
-	Agent      Agent
-	// LiveTurn is the agent's live turn with an unexpired lease, nil when none. A turn whose
-	// lease passed no longer counts: it is ended as abandoned by ExpireTurns or by the next
-	// OpenTurn.
-	LiveTurn *Turn
-	// SpentSlots is the number of slots spent in the rolling window ending now.
-	SpentSlots int
-	// FreeingSpendAt is the spend whose leaving the window brings SpentSlots below
-	// AllowedSlots (the oldest spend when exactly all slots are spent); nil when none.
-	FreeingSpendAt *time.Time
-	// OpenGates are the goal's open gates, oldest first.
-	OpenGates []Gate
-	// Runnable are the highest-priority open agent todos this agent may work on (unclaimed,
-	// claimed by it, or with an expired claim lease), at most 5, by priority then age.
-	Runnable []Todo
-	// BlockedGates are the open gates that block a todo this agent could otherwise work on.
-	BlockedGates []int64
-	// InboxPending and InboxSteer count pending, unexpired inbox items for the agent.
-	InboxPending int
-	InboxSteer   int
-	// RecentProgress holds, newest first, whether each of the agent's last ended turns made
-	// progress: at most Goal.StallTurns turns, only those started after the last answered
-	// stall gate.
-	RecentProgress []bool
-	// HintIdentity and HintStep are the stored scheduler-hint progression.
-	HintIdentity string
-	HintStep     int
-	// NextAction is the next action of the agent's latest refresh-state, "" when none.
-	NextAction string
-}
-
-// tickSnapshotSQL reads everything should-run needs in one statement. $1 goal, $2 agent,
-// $3 now, $4 receipt key ("" = none).
-const tickSnapshotSQL = `
-WITH g AS (
-	SELECT ` + goalCols + ` FROM goal WHERE id = $1
-), spends AS (
-	SELECT q.created_at, q.slots FROM quota_ledger q, g
-	WHERE q.goal_id = $1 AND q.kind = 'slot_spent'
-	  AND q.created_at > $3::timestamptz - make_interval(hours => g.window_hours) AND q.created_at <= $3::timestamptz
-), spent AS (
-	SELECT coalesce(sum(slots), 0)::int AS n FROM spends
-), stall_mark AS (
-	SELECT coalesce(max(answered_at), '-infinity'::timestamptz) AS at FROM gate
-	WHERE goal_id = $1 AND agent_id = $2 AND kind = 'stall' AND status <> 'open'
+// Tick outcomes.
+const (
+	TickRan     = "ran"
+	TickSkipped = "skipped"
+	TickMissed  = "missed"
 )
-SELECT
-	(SELECT row_to_json(g) FROM g),
-	(SELECT json_build_object('goal_id', goal_id, 'agent_id', id, 'runner', runner, 'runner_config', runner_config,
-	        'work_mode', work_mode, 'is_default', is_default, 'created_at', created_at)
-	   FROM agent WHERE goal_id = $1 AND id = $2),
-	(SELECT json_build_object('turn_id', id, 'goal_id', goal_id, 'agent_id', agent_id, 'turn_instance_id', instance_id,
-	        'session_id', session_id, 'todo_id', coalesce(todo_id, 0), 'action', action, 'state', state,
-	        'progress', progress, 'lease_expires_at', lease_expires_at, 'started_at', started_at,
-	        'outcome', outcome, 'log_tail', '')
-	   FROM turn WHERE goal_id = $1 AND agent_id = $2 AND state = 'live' AND lease_expires_at > $3::timestamptz),
-	(SELECT n FROM spent),
-	(SELECT created_at FROM spends ORDER BY created_at
-	   OFFSET greatest((SELECT n FROM spent) - coalesce((SELECT allowed_slots FROM g), 0), 0) LIMIT 1),
-	(SELECT coalesce(json_agg(json_build_object('gate_id', id, 'goal_id', goal_id, 'agent_id', agent_id, 'kind', kind,
-	        'question', question, 'options', options, 'todo_id', coalesce(todo_id, 0), 'status', status,
-	        'card_version', card_version, 'reminders', reminders, 'created_at', created_at) ORDER BY id), '[]')
-	   FROM gate WHERE goal_id = $1 AND status = 'open'),
-	(SELECT coalesce(json_agg(json_build_object('todo_id', id, 'goal_id', goal_id, 'role', role, 'text', text,
-	        'priority', priority, 'status', status, 'claimed_by', coalesce(claimed_by, ''), 'claimed_at', claimed_at,
-	        'lease_expires_at', lease_expires_at, 'created_by', created_by, 'version', version,
-	        'created_at', created_at, 'updated_at', updated_at) ORDER BY priority, id), '[]')
-	   FROM (SELECT * FROM todo
-	         WHERE goal_id = $1 AND status = 'open' AND role = 'agent'
-	           AND (claimed_by IS NULL OR claimed_by = $2 OR lease_expires_at <= $3::timestamptz)
-	         ORDER BY priority, id LIMIT 5) t),
-	(SELECT coalesce(array_agg(DISTINCT gt.id), '{}') FROM gate gt JOIN todo t ON t.id = gt.todo_id
-	   WHERE gt.goal_id = $1 AND gt.status = 'open' AND t.status = 'blocked' AND t.role = 'agent'
-	     AND (t.claimed_by IS NULL OR t.claimed_by = $2 OR t.lease_expires_at <= $3::timestamptz)),
-	(SELECT count(*)::int FROM inbox_item
-	   WHERE goal_id = $1 AND agent_id = $2 AND (state = 'pending' OR (state = 'delivered' AND redeliver_at <= $3::timestamptz)) AND (expires_at IS NULL OR expires_at > $3::timestamptz)),
-	(SELECT count(*)::int FROM inbox_item
-	   WHERE goal_id = $1 AND agent_id = $2 AND (state = 'pending' OR (state = 'delivered' AND redeliver_at <= $3::timestamptz)) AND mode = 'steer' AND (expires_at IS NULL OR expires_at > $3::timestamptz)),
-	(SELECT coalesce(array_agg(progress ORDER BY id DESC), '{}')
-	   FROM (SELECT turn.id, turn.progress FROM turn, stall_mark
-	         WHERE goal_id = $1 AND agent_id = $2 AND state <> 'live' AND started_at > stall_mark.at
-	         ORDER BY turn.id DESC LIMIT coalesce((SELECT stall_turns FROM g), 0)) r),
-	hs.identity,
-	hs.step,
-	(SELECT detail->>'next_action' FROM quota_ledger
-	   WHERE goal_id = $1 AND agent_id = $2 AND kind = 'state_refreshed' ORDER BY id DESC LIMIT 1),
-	rc.request_hash,
-	rc.body
-FROM (SELECT 1) one
-LEFT JOIN hint_state hs ON hs.goal_id = $1 AND hs.agent_id = $2
-LEFT JOIN receipt rc ON $4 <> '' AND rc.key = $4`
 
-// ReadTickSnapshot reads the should-run snapshot for goal x agent at now in one statement,
-// recording nothing (`loopx quota status`, poll heartbeats). An unknown goal or agent is
-// reported in GoalFound / AgentFound, not as an error.
-func (s *Store) ReadTickSnapshot(ctx context.Context, goalID, agentID string, now time.Time) (TickSnapshot, error) {
-	snap, _, err := scanTickSnapshot(s.DB().QueryRow(ctx, tickSnapshotSQL, goalID, agentID, now, ""), "", nil)
-	return snap, err
+// Tick is one fire of a schedule: what was decided and what happened.
+type Tick struct {
+	ID         int64
+	ScheduleID int64
+	GoalID     string
+	AgentID    string
+	Kind       string
+	FireAt     time.Time
+	RunAt      time.Time
+	Outcome    string // TickRan, TickSkipped, TickMissed
+	Reason     string
+	CatchUp    bool
+	Decision   json.RawMessage // the should-run answer; {} when none was asked
+	TurnID     int64           // 0: no turn
+	NextFireAt time.Time       // the fire planned after this one; zero when held or disabled
+	Replica    string
+	DecidedAt  time.Time
 }
 
-func scanTickSnapshot(row pgx.Row, receiptKey string, hash []byte) (TickSnapshot, *Receipt, error) {
-	var (
-		snap                          TickSnapshot
-		goalJSON, agentJSON, liveJSON []byte
-		gatesJSON, todosJSON          []byte
-		hintIdentity, nextAction      *string
-		hintStep                      *int
-		rcHash, rcBody                []byte
-	)
-	err := row.Scan(
-		&goalJSON, &agentJSON, &liveJSON, &snap.SpentSlots, &snap.FreeingSpendAt, &gatesJSON, &todosJSON,
-		&snap.BlockedGates, &snap.InboxPending, &snap.InboxSteer, &snap.RecentProgress,
-		&hintIdentity, &hintStep, &nextAction, &rcHash, &rcBody)
+// InsertTicks writes tick rows inside the caller's transaction. A row whose (schedule, fire
+// time) already exists is left alone; the number of new rows is returned.
+func InsertTicks(ctx context.Context, db DB, ticks []Tick) (int64, error) {
+	if len(ticks) == 0 {
+		return 0, nil
+	}
+	n := len(ticks)
+	sched, turn := make([]int64, n), make([]*int64, n)
+	goal, agent, kind, outcome, reason, replica := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n)
+	fire, run, decided := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+	next := make([]*time.Time, n)
+	catchUp := make([]bool, n)
+	decision := make([]string, n)
+	for i, t := range ticks {
+		sched[i], goal[i], agent[i], kind[i] = t.ScheduleID, t.GoalID, t.AgentID, t.Kind
+		fire[i], run[i], decided[i], next[i] = t.FireAt, t.RunAt, t.DecidedAt, nullTime(t.NextFireAt)
+		outcome[i], reason[i], replica[i], catchUp[i] = t.Outcome, t.Reason, t.Replica, t.CatchUp
+		if t.TurnID != 0 {
+			id := t.TurnID
+			turn[i] = &id
+		}
+		decision[i] = "{}"
+		if len(t.Decision) > 0 {
+			decision[i] = string(t.Decision)
+		}
+	}
+	tag, err := db.Exec(ctx, `INSERT INTO tick (schedule_id, goal_id, agent_id, kind, fire_at, run_at,
+			outcome, reason, catch_up, decision, turn_id, next_fire_at, replica, decided_at)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
+			$6::timestamptz[], $7::text[], $8::text[], $9::boolean[], $10::jsonb[], $11::bigint[],
+			$12::timestamptz[], $13::text[], $14::timestamptz[])
+		ON CONFLICT (schedule_id, fire_at) DO NOTHING`,
+		sched, goal, agent, kind, fire, run, outcome, reason, catchUp, decision, turn, next, replica, decided)
 	if err != nil {
-		return TickSnapshot{}, nil, fmt.Errorf("read should-run snapshot: %w", mapErr(err))
+		return 0, fmt.Errorf("insert ticks: %w", mapErr(err))
 	}
-	if rcBody != nil {
-		if string(rcHash) != string(hash) {
-			return TickSnapshot{}, nil, errKeyReused()
-		}
-		return TickSnapshot{}, &Receipt{Key: receiptKey, RequestHash: rcHash, Status: 200, Body: rcBody}, nil
-	}
-	if goalJSON != nil {
-		snap.GoalFound = true
-		if err := json.Unmarshal(goalJSON, &snap.Goal); err != nil {
-			return TickSnapshot{}, nil, fmt.Errorf("decode goal: %w", err)
-		}
-	}
-	if agentJSON != nil {
-		snap.AgentFound = true
-		if err := json.Unmarshal(agentJSON, &snap.Agent); err != nil {
-			return TickSnapshot{}, nil, fmt.Errorf("decode agent: %w", err)
-		}
-	}
-	if liveJSON != nil {
-		snap.LiveTurn = new(Turn)
-		if err := json.Unmarshal(liveJSON, snap.LiveTurn); err != nil {
-			return TickSnapshot{}, nil, fmt.Errorf("decode live turn: %w", err)
-		}
-	}
-	if err := json.Unmarshal(gatesJSON, &snap.OpenGates); err != nil {
-		return TickSnapshot{}, nil, fmt.Errorf("decode gates: %w", err)
-	}
-	if err := json.Unmarshal(todosJSON, &snap.Runnable); err != nil {
-		return TickSnapshot{}, nil, fmt.Errorf("decode todos: %w", err)
-	}
-	if hintIdentity != nil {
-		snap.HintIdentity = *hintIdentity
-	}
-	if hintStep != nil {
-		snap.HintStep = *hintStep
-	}
-	if nextAction != nil {
-		snap.NextAction = *nextAction
-	}
-	return snap, nil, nil
+	return tag.RowsAffected(), nil
 }
 
-// TickRecord is what should-run writes after deciding.
-type TickRecord struct {
-	Entry        LedgerEntry // the tick_decision row (Kind is set by RecordTick)
-	HintIdentity string
-	HintStep     int
-	// Body is the answer stored as the receipt when the TickTx was opened with a receipt key
-	// (its heartbeat_receipt.event_id, when present, gets the new ledger row's id).
-	Body json.RawMessage
-	// Async lets the commit return before its WAL record is flushed (synchronous_commit off
-	// for this transaction). Use it only when the transaction changed nothing but the record:
-	// a crash may then lose the last fraction of a second of tick records, never more.
-	Async bool
-}
+const tickCols = `id, schedule_id, goal_id, agent_id, kind, fire_at, run_at, outcome, reason, catch_up,
+	decision, coalesce(turn_id, 0), next_fire_at, replica, decided_at`
 
-// recordTickSQL writes a should-run decision in one statement: the tick_decision ledger row,
-// the hint progression and the heartbeat receipt (with the ledger row id written at
-// heartbeat_receipt.event_id). The receipt's key is locked since BeginTick, so no concurrent
-// call can store one under it meanwhile.
-const recordTickSQL = `
-WITH cfg AS (
-	SELECT CASE WHEN $11::bool THEN set_config('synchronous_commit', 'off', true) END AS v
-), l AS (
-	INSERT INTO quota_ledger (goal_id, agent_id, kind, turn_id, todo_id, detail, created_at)
-	VALUES ($1, $2, 'tick_decision', $3, $4, $5, $6) RETURNING id
-), h AS (
-	INSERT INTO hint_state (goal_id, agent_id, identity, step, updated_at) VALUES ($1, $2, $7, $8, $6)
-	ON CONFLICT (goal_id, agent_id) DO UPDATE
-	SET identity = EXCLUDED.identity, step = EXCLUDED.step, updated_at = EXCLUDED.updated_at
-	RETURNING 1
-), r AS (
-	INSERT INTO receipt (key, request_hash, status, body, created_at)
-	SELECT $9, $10, 200, jsonb_set($12::jsonb, '{heartbeat_receipt,event_id}', to_jsonb(l.id)), $6
-	FROM l WHERE $9 <> ''
-	RETURNING 1
-)
-SELECT l.id FROM l, cfg, (SELECT count(*) FROM h) hc, (SELECT count(*) FROM r) rc`
-
-func recordTickArgs(r TickRecord, key string, hash []byte) []any {
-	detail := r.Entry.Detail
-	if detail == nil {
-		detail = json.RawMessage(`{}`)
-	}
-	var turnID, todoID any
-	if r.Entry.TurnID != 0 {
-		turnID = r.Entry.TurnID
-	}
-	if r.Entry.TodoID != 0 {
-		todoID = r.Entry.TodoID
-	}
-	body := r.Body
-	if body == nil {
-		body = json.RawMessage(`{}`)
-	}
-	return []any{r.Entry.GoalID, r.Entry.AgentID, turnID, todoID, detail, r.Entry.CreatedAt,
-		r.HintIdentity, r.HintStep, key, hash, r.Async, body}
-}
-
-// TickTx is the transaction of one should-run. BEGIN travels with the snapshot read, and
-// COMMIT with the record, so a plain tick costs two round trips. Between the two it is a DB
-// for the statements a stall gate or a begun turn need.
-type TickTx struct {
-	conn *pgxpool.Conn
-	key  string // the receipt key locked for this should-run; "" = none
-	hash []byte // the request hash its receipt answers
-}
-
-var _ DB = (*TickTx)(nil)
-
-// Exec runs a statement inside the tick's transaction.
-func (t *TickTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.conn.Exec(ctx, sql, args...)
-}
-
-// Query runs a query inside the tick's transaction.
-func (t *TickTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return t.conn.Query(ctx, sql, args...)
-}
-
-// QueryRow runs a one-row query inside the tick's transaction.
-func (t *TickTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return t.conn.QueryRow(ctx, sql, args...)
-}
-
-// TickOpen names the should-run a TickTx is for.
-type TickOpen struct {
+// TicksParams filters TicksByGoal.
+type TicksParams struct {
 	GoalID  string
-	AgentID string
-	// ReceiptKey, when set, makes the call replayable: it is locked for the transaction (a
-	// concurrent call under it waits, then replays), and a receipt stored under it is
-	// returned instead of a snapshot. Request is what that receipt answers: the same key
-	// with another request is ErrConflict naming idempotency_key.
-	ReceiptKey string
-	Request    any
-	Now        time.Time
+	Since   time.Time // fire_at >= Since; zero: all
+	Until   time.Time // fire_at < Until; zero: no bound
+	Outcome string    // "" any
+	Limit   int       // 0: 100
 }
 
-// BeginTick opens a should-run transaction and reads the snapshot (and the receipt under
-// o.ReceiptKey, after taking its lock) in the same round trip: BEGIN, the lock and the read
-// are pipelined, each its own statement so the read sees a receipt committed while the lock
-// was awaited. The caller must call Commit or Close. A receipt found is returned with no
-// snapshot; the caller then replays it and closes.
-func (s *Store) BeginTick(ctx context.Context, o TickOpen) (*TickTx, TickSnapshot, *Receipt, error) {
-	var hash []byte
-	if o.ReceiptKey != "" {
-		var err error
-		if hash, err = requestHash("quota.should_run", o.Request); err != nil {
-			return nil, TickSnapshot{}, nil, err
-		}
+// ListTicks lists a goal's ticks, newest fire first. /status shows missed fires with
+// Outcome TickMissed.
+func (s *Store) ListTicks(ctx context.Context, p TicksParams) ([]Tick, error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
 	}
-	conn, err := s.pool.Acquire(ctx)
+	rows, err := s.DB().Query(ctx, `SELECT `+tickCols+` FROM tick
+		WHERE goal_id = $1 AND ($2::timestamptz IS NULL OR fire_at >= $2)
+		  AND ($3::timestamptz IS NULL OR fire_at < $3) AND ($4 = '' OR outcome = $4)
+		ORDER BY fire_at DESC, id DESC LIMIT $5`,
+		p.GoalID, nullTime(p.Since), nullTime(p.Until), p.Outcome, p.Limit)
 	if err != nil {
-		return nil, TickSnapshot{}, nil, fmt.Errorf("acquire connection: %w", mapErr(err))
+		return nil, fmt.Errorf("list ticks: %w", mapErr(err))
 	}
-	t := &TickTx{conn: conn, key: o.ReceiptKey, hash: hash}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	if o.ReceiptKey != "" {
-		b.Queue(lockReceiptSQL, o.ReceiptKey)
-	}
-	var snap TickSnapshot
-	var rc *Receipt
-	var readErr error
-	b.Queue(tickSnapshotSQL, o.GoalID, o.AgentID, o.Now, o.ReceiptKey).QueryRow(func(row pgx.Row) error {
-		snap, rc, readErr = scanTickSnapshot(row, o.ReceiptKey, hash)
-		return readErr
-	})
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		t.Close(ctx)
-		if readErr != nil {
-			return nil, TickSnapshot{}, nil, readErr
+	defer rows.Close()
+	var out []Tick
+	for rows.Next() {
+		var t Tick
+		var next *time.Time
+		var dec []byte
+		if err := rows.Scan(&t.ID, &t.ScheduleID, &t.GoalID, &t.AgentID, &t.Kind, &t.FireAt, &t.RunAt,
+			&t.Outcome, &t.Reason, &t.CatchUp, &dec, &t.TurnID, &next, &t.Replica, &t.DecidedAt); err != nil {
+			return nil, fmt.Errorf("scan tick: %w", mapErr(err))
 		}
-		return nil, TickSnapshot{}, nil, fmt.Errorf("read should-run snapshot: %w", mapErr(err))
+		t.Decision, t.NextFireAt = dec, deref(next)
+		out = append(out, t)
 	}
-	return t, snap, rc, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read ticks: %w", mapErr(err))
+	}
+	return out, nil
 }
 
-// Commit writes the record and commits in one round trip, then releases the connection.
-func (t *TickTx) Commit(ctx context.Context, r TickRecord) (int64, error) {
-	defer t.Close(ctx)
-	var id int64
-	b := &pgx.Batch{}
-	b.Queue(recordTickSQL, recordTickArgs(r, t.key, t.hash)...).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
-	b.Queue("COMMIT")
-	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("record should-run decision: %w", mapErr(err))
-	}
-	if t.conn.Conn().PgConn().TxStatus() != 'I' {
-		return 0, errors.New("commit should-run: the transaction did not commit")
-	}
-	return id, nil
+// TickCount is the number of a goal's ticks with one outcome and reason.
+type TickCount struct {
+	Kind    string
+	Outcome string
+	Reason  string
+	Count   int
 }
 
-// Close rolls back when the transaction is still open and releases the connection. It is
-// safe to call more than once.
-func (t *TickTx) Close(ctx context.Context) {
-	if t.conn == nil {
-		return
+// CountTicks counts a goal's ticks fired in [since, until) by kind, outcome and reason
+// (for /status and digests).
+func CountTicks(ctx context.Context, db DB, goalID string, since, until time.Time) ([]TickCount, error) {
+	rows, err := db.Query(ctx, `SELECT kind, outcome, reason, count(*) FROM tick
+		WHERE goal_id = $1 AND fire_at >= $2 AND fire_at < $3
+		GROUP BY kind, outcome, reason ORDER BY kind, outcome, count(*) DESC, reason`, goalID, since, until)
+	if err != nil {
+		return nil, fmt.Errorf("count ticks: %w", mapErr(err))
 	}
-	if t.conn.Conn().PgConn().TxStatus() != 'I' {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, _ = t.conn.Exec(rctx, "ROLLBACK")
-		cancel()
+	defer rows.Close()
+	var out []TickCount
+	for rows.Next() {
+		var c TickCount
+		if err := rows.Scan(&c.Kind, &c.Outcome, &c.Reason, &c.Count); err != nil {
+			return nil, fmt.Errorf("scan tick count: %w", mapErr(err))
+		}
+		out = append(out, c)
 	}
-	// The pool destroys a connection released inside a transaction, so a failed rollback
-	// cannot leak one.
-	t.conn.Release()
-	t.conn = nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read tick counts: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// TickStatus is the scheduler's part of /status for one goal.
+type TickStatus struct {
+	Schedules []Schedule
+	Missed24h int  // missed fires in the 24 hours before now
+	LastMiss  Tick // the most recent missed fire (zero ID: none)
+	Last      Tick // the most recent tick of any outcome (zero ID: none)
+}
+
+// ReadTickStatus reads what /status shows about a goal's schedules: next fires, holds, the
+// last tick and the missed fires of the last 24 hours.
+func (s *Store) ReadTickStatus(ctx context.Context, goalID string, now time.Time) (TickStatus, error) {
+	var st TickStatus
+	var err error
+	if st.Schedules, err = s.ListSchedules(ctx, goalID); err != nil {
+		return st, err
+	}
+	if err := s.DB().QueryRow(ctx, `SELECT count(*) FROM tick
+		WHERE goal_id = $1 AND outcome = 'missed' AND fire_at >= $2`, goalID, now.Add(-24*time.Hour)).Scan(&st.Missed24h); err != nil {
+		return st, fmt.Errorf("count missed ticks: %w", mapErr(err))
+	}
+	last, err := s.ListTicks(ctx, TicksParams{GoalID: goalID, Limit: 1})
+	if err != nil {
+		return st, err
+	}
+	if len(last) > 0 {
+		st.Last = last[0]
+	}
+	miss, err := s.ListTicks(ctx, TicksParams{GoalID: goalID, Outcome: TickMissed, Limit: 1})
+	if err != nil {
+		return st, err
+	}
+	if len(miss) > 0 {
+		st.LastMiss = miss[0]
+	}
+	return st, nil
+}
+
+// PruneTicks deletes up to limit tick rows fired before `before`, oldest first, and returns
+// how many it deleted. Digests read ticks of their window only, so a retention longer than
+// the longest report window loses nothing they show.
+func (s *Store) PruneTicks(ctx context.Context, before time.Time, limit int) (int64, error) {
+	tag, err := s.DB().Exec(ctx, `DELETE FROM tick WHERE id IN (
+		SELECT id FROM tick WHERE fire_at < $1 ORDER BY fire_at LIMIT $2)`, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune ticks: %w", mapErr(err))
+	}
+	return tag.RowsAffected(), nil
 }

@@ -2,12 +2,86 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
+
+// Todo statuses.
+const (
+	TodoOpen      = "open"
+	TodoBlocked   = "blocked"
+	TodoDone      = "done"
+	TodoCancelled = "cancelled"
+)
+
+// Todo is one slice of work. ClaimedBy is never overwritten by another agent's claim.
+type Todo struct {
+	ID             int64      `json:"todo_id"`
+	GoalID         string     `json:"goal_id"`
+	Role           string     `json:"role"` // agent | user
+	Text           string     `json:"text"`
+	Priority       int        `json:"priority"` // 0 (P0, most urgent) .. 4
+	Status         string     `json:"status"`
+	ClaimedBy      string     `json:"claimed_by"` // agent id; "" = unclaimed
+	ClaimedAt      *time.Time `json:"claimed_at,omitempty"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	BlockedByGate  int64      `json:"blocked_by_gate,omitempty"`
+	CreatedBy      string     `json:"created_by"`
+	Version        int64      `json:"version"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+	DoneAt         *time.Time `json:"done_at,omitempty"`
+}
+
+// AddTodoParams adds a todo.
+type AddTodoParams struct {
+	GoalID   string
+	Role     string // agent | user; "" = agent
+	Text     string
+	Priority *int // 0..4; nil = 2
+	// ClaimFor claims the new todo for this registered agent at once ("" = unclaimed).
+	ClaimFor string
+	Meta     Meta `json:"-"`
+}
+
+// ListTodosParams filters ListTodos. Empty fields do not filter.
+type ListTodosParams struct {
+	GoalID    string
+	Statuses  []string
+	ClaimedBy string
+	Limit     int // 0 = 100; at most 1000
+	AfterID   int64
+}
+
+// ClaimTodoParams claims a todo for AgentID. A todo claimed by another agent whose lease has
+// not expired is ErrConflict unless Transfer is set.
+type ClaimTodoParams struct {
+	GoalID   string
+	TodoID   int64
+	AgentID  string
+	Transfer bool
+	Lease    time.Duration // 0 = no lease expiry
+	Meta     Meta          `json:"-"`
+}
+
+// UpdateTodoParams changes the fields that are non-nil. Version must equal the version the
+// caller read, else ErrConflict. AgentID, when set, must hold the claim (or the todo must be
+// unclaimed); "" means a person or the admin, whose permission the caller checked.
+type UpdateTodoParams struct {
+	GoalID     string
+	TodoID     int64
+	AgentID    string
+	Version    int64
+	Text       *string
+	Priority   *int
+	Status     *string // open | blocked | done | cancelled
+	ClearClaim bool
+	Meta       Meta `json:"-"`
+}
 
 const todoCols = `id, goal_id, role, text, priority, status, coalesce(claimed_by, ''), claimed_at,
 	lease_expires_at, coalesce(blocked_by_gate, 0), created_by, version, created_at, updated_at, done_at`
@@ -276,4 +350,17 @@ func markProgress(ctx context.Context, db DB, goalID, agentID string, turnID int
 		return fmt.Errorf("mark turn progress: %w", mapErr(err))
 	}
 	return nil
+}
+
+// GetTodoText returns a todo's text through db ("" when it does not exist), for gate cards.
+func GetTodoText(ctx context.Context, db DB, id int64) (string, error) {
+	var text string
+	err := db.QueryRow(ctx, `SELECT text FROM todo WHERE id = $1`, id).Scan(&text)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read todo %d: %w", id, mapErr(err))
+	}
+	return text, nil
 }

@@ -12,6 +12,65 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Turn states.
+const (
+	TurnLive      = "live"
+	TurnOK        = "ok"
+	TurnFailed    = "failed"
+	TurnAbandoned = "abandoned"
+)
+
+// Turn is one bounded slice of work by one agent, held by a lease. At most one turn per
+// goal x agent is live.
+type Turn struct {
+	ID             int64      `json:"turn_id"`
+	GoalID         string     `json:"goal_id"`
+	AgentID        string     `json:"agent_id"`
+	InstanceID     string     `json:"turn_instance_id"`
+	SessionID      string     `json:"session_id"`
+	TodoID         int64      `json:"todo_id,omitempty"`
+	Action         string     `json:"action"`
+	State          string     `json:"state"`
+	Progress       bool       `json:"progress"`
+	LeaseExpiresAt time.Time  `json:"lease_expires_at"`
+	StartedAt      time.Time  `json:"started_at"`
+	EndedAt        *time.Time `json:"ended_at,omitempty"`
+	Outcome        string     `json:"outcome"`
+	LogTail        string     `json:"log_tail"`
+}
+
+// OpenTurnParams opens a turn with a lease.
+type OpenTurnParams struct {
+	GoalID     string
+	AgentID    string
+	InstanceID string // "" = generated
+	SessionID  string
+	TodoID     int64
+	Action     string
+	Lease      time.Duration // 0 = 30 minutes
+	Meta       Meta          `json:"-"`
+}
+
+// EndTurnParams ends a live turn.
+type EndTurnParams struct {
+	GoalID     string
+	AgentID    string
+	InstanceID string
+	State      string // ok | failed
+	Outcome    string
+	LogTail    string // the last 12,000 characters are kept
+	Meta       Meta   `json:"-"`
+}
+
+// RenewTurnParams extends the lease of a live turn.
+type RenewTurnParams struct {
+	GoalID     string
+	AgentID    string
+	InstanceID string
+	Lease      time.Duration // from now; 0 = DefaultTurnLease
+	Meta       Meta          `json:"-"`
+}
+
 // DefaultTurnLease is the lease of a turn opened without one.
 const DefaultTurnLease = 30 * time.Minute
 
@@ -279,4 +338,15 @@ func (s *Store) RenewTurn(ctx context.Context, p RenewTurnParams) (Turn, error) 
 		}
 		return out, Audit{GoalID: out.GoalID, Target: turnTarget(out), Detail: auditDetail(map[string]any{"lease_expires_at": out.LeaseExpiresAt})}, nil
 	})
+}
+
+// GetLiveTurn returns, through db, the agent's live turn whose lease has not passed at now,
+// or ErrNotFound. Steering needs one.
+func GetLiveTurn(ctx context.Context, db DB, goalID, agentID string, now time.Time) (Turn, error) {
+	t, err := scanTurn(db.QueryRow(ctx, `SELECT `+turnCols+` FROM turn
+		WHERE goal_id = $1 AND agent_id = $2 AND state = 'live' AND lease_expires_at > $3`, goalID, agentID, now))
+	if err != nil {
+		return Turn{}, fmt.Errorf("find live turn: %w", mapErr(err))
+	}
+	return t, nil
 }

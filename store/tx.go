@@ -11,7 +11,7 @@ import (
 )
 
 // DB is the executor every statement runs on: the pool, or one open transaction (*Tx,
-// *TickTx). Functions that must join the caller's transaction take a DB argument; nothing
+// *ShouldRunTx). Functions that must join the caller's transaction take a DB argument; nothing
 // finds a transaction anywhere else (not in a context, not in a global), so a caller always
 // sees which connection its statements use. Packages outside store only pass a DB along.
 type DB interface {

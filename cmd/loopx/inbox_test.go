@@ -54,7 +54,7 @@ func TestInboxCommands(t *testing.T) {
 	code, out, stderr = runInProcess(t, vars, "inbox", "reply", "--goal-id", "demo", "--agent-id", "codex", "--item", id, "--text", "rebased")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "outbox_id")
-	rows, err := store.OutboxAfter(t.Context(), st.DB(), 0, 0)
+	rows, err := store.ListOutboxAfter(t.Context(), st.DB(), 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, "om_src", rows[0].ReplyTo)

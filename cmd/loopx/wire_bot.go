@@ -231,17 +231,17 @@ func registerOutboxGauges(d *deps) {
 	d.registry.MustRegister(newFailedRowsCollector(d.store),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopx_inbox_depth", Help: "Inbox items not yet acknowledged by their agent."},
 			query(func(ctx context.Context) (float64, error) {
-				n, err := d.store.PendingInboxItems(ctx)
+				n, err := d.store.CountPendingInbox(ctx)
 				return float64(n), err
 			})),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopx_outbox_pending", Help: "Outbox rows not yet sent (pending or being sent)."},
 			query(func(ctx context.Context) (float64, error) {
-				st, err := d.store.OutboxStats(ctx)
+				st, err := d.store.ReadOutboxStats(ctx)
 				return float64(st.Pending + st.Sending), err
 			})),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "loopx_outbox_oldest_pending_seconds", Help: "Age of the oldest unsent outbox row: the sender's lag."},
 			query(func(ctx context.Context) (float64, error) {
-				st, err := d.store.OutboxStats(ctx)
+				st, err := d.store.ReadOutboxStats(ctx)
 				return st.OldestPending.Seconds(), err
 			})),
 	)
@@ -264,7 +264,7 @@ func (c failedRowsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc
 func (c failedRowsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	counts, err := c.st.OutboxFailureCounts(ctx)
+	counts, err := c.st.CountOutboxFailures(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return

@@ -45,6 +45,9 @@ func wireMaintenance(_ context.Context, d *deps) ([]component, error) {
 		} else if n > 0 {
 			logger.Info("pruned lark events", "rows", n)
 		}
+		if _, err := d.store.PruneSendRates(ctx); err != nil && ctx.Err() == nil {
+			logger.Warn("prune send rates", "err", err)
+		}
 		// Fires are recorded in the scheduler's time.
 		cutoff := d.schedulerNow().Add(-tickRetention)
 		for range tickPruneRounds {

@@ -19,7 +19,7 @@ func TestGateCardsFromTheAPI(t *testing.T) {
 	r := b.do(t, "POST", "/v1/goals/g/gates", tok, newKey(), map[string]any{"question": "Ship it?"})
 	require.Equal(t, 201, r.status, "%s", r.body)
 	gid := int64(r.json(t)["gate_id"].(float64))
-	rows, err := store.OutboxAfter(t.Context(), b.pool, 0, 0)
+	rows, err := store.ListOutboxAfter(t.Context(), b.pool, 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, "card", rows[0].Kind)
@@ -29,7 +29,7 @@ func TestGateCardsFromTheAPI(t *testing.T) {
 
 	r = b.admin(t, "POST", "/v1/goals/g/gates/"+itoa(gid)+"/answer", map[string]any{"answer": "approve", "answered_by": "ou_owner"})
 	require.Equal(t, 200, r.status, "%s", r.body)
-	rows, err = store.OutboxAfter(t.Context(), b.pool, rows[0].ID, 0)
+	rows, err = store.ListOutboxAfter(t.Context(), b.pool, rows[0].ID, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, "card_update", rows[0].Kind)

@@ -51,7 +51,7 @@ func TestInboxEndpoints(t *testing.T) {
 	rep2 := b.do(t, "POST", base+"/reply", tok, newKey(), map[string]any{"item_id": id, "text": "on it"})
 	require.Equal(t, rep.json(t)["outbox_id"], rep2.json(t)["outbox_id"])
 	require.Equal(t, false, rep2.json(t)["created"])
-	rows, err := store.OutboxAfter(t.Context(), b.pool, 0, 0)
+	rows, err := store.ListOutboxAfter(t.Context(), b.pool, 0, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, "om_0", rows[0].ReplyTo)

@@ -86,7 +86,7 @@ func (s *Server) quotaStatus(ctx context.Context, r *request) (int, any, error) 
 		return 0, nil, err
 	}
 	now := s.now()
-	snap, err := s.st.ReadTickSnapshot(ctx, r.PathValue("goal"), agent, now)
+	snap, err := s.st.ReadShouldRunSnapshot(ctx, r.PathValue("goal"), agent, now)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -55,7 +55,7 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 	if surface == "" {
 		surface = "api"
 	}
-	open := store.TickOpen{GoalID: p.GoalID, AgentID: p.AgentID, Now: s.now()}
+	open := store.ShouldRunOpen{GoalID: p.GoalID, AgentID: p.AgentID, Now: s.now()}
 	instance := p.TurnInstanceID
 	switch {
 	case instance != "":
@@ -76,9 +76,9 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 	return d, nil
 }
 
-func (s *Service) shouldRun(ctx context.Context, p ShouldRunParams, open store.TickOpen, instance, actor, surface string) (Decision, error) {
+func (s *Service) shouldRun(ctx context.Context, p ShouldRunParams, open store.ShouldRunOpen, instance, actor, surface string) (Decision, error) {
 	now := open.Now
-	tx, snap, rc, err := s.st.BeginTick(ctx, open)
+	tx, snap, rc, err := s.st.BeginShouldRun(ctx, open)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -131,7 +131,7 @@ func (s *Service) shouldRun(ctx context.Context, p ShouldRunParams, open store.T
 			return Decision{}, fmt.Errorf("encode should-run receipt: %w", err)
 		}
 	}
-	id, err := tx.Commit(ctx, store.TickRecord{
+	id, err := tx.Commit(ctx, store.DecisionRecord{
 		Entry: store.LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID, TurnID: turnID, TodoID: todoID,
 			Detail: detail, CreatedAt: now},
 		HintIdentity: d.Identity, HintStep: d.SchedulerHint.Step,

@@ -20,14 +20,14 @@ const owner = "ou_owner1"
 
 var admin = store.Meta{Actor: "admin", Surface: "api"}
 
-type env struct {
+type testBundle struct {
 	st  *store.Store
 	svc *quota.Service
 	clk *storetest.Clock
 }
 
 // setup: goal "g" (owner ou_owner1, 3 slots per 24 h, stall after 3 turns) with agent "a".
-func setup(t *testing.T, notice store.NoticeFunc) env {
+func setup(t *testing.T, notice store.NoticeFunc) testBundle {
 	t.Helper()
 	clk := storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
 	st := storetest.New(t, store.Options{Now: clk.Now})
@@ -36,10 +36,10 @@ func setup(t *testing.T, notice store.NoticeFunc) env {
 	require.NoError(t, err)
 	_, err = st.RegisterAgent(t.Context(), store.RegisterAgentParams{GoalID: "g", AgentID: "a", Meta: admin})
 	require.NoError(t, err)
-	return env{st: st, svc: quota.NewService(st, quota.Options{GateNotice: notice}), clk: clk}
+	return testBundle{st: st, svc: quota.NewService(st, quota.Options{GateNotice: notice}), clk: clk}
 }
 
-func (e env) ask(t *testing.T, p quota.ShouldRunParams) quota.Decision {
+func (e testBundle) ask(t *testing.T, p quota.ShouldRunParams) quota.Decision {
 	t.Helper()
 	if p.GoalID == "" {
 		p.GoalID, p.AgentID = "g", "a"
@@ -49,7 +49,7 @@ func (e env) ask(t *testing.T, p quota.ShouldRunParams) quota.Decision {
 	return d
 }
 
-func (e env) addTodo(t *testing.T, text string, prio int) store.Todo {
+func (e testBundle) addTodo(t *testing.T, text string, prio int) store.Todo {
 	t.Helper()
 	td, err := e.st.AddTodo(t.Context(), store.AddTodoParams{GoalID: "g", Text: text, Priority: &prio, Meta: admin})
 	require.NoError(t, err)
@@ -404,7 +404,7 @@ func TestConcurrentStallOpensOneGateOnOneConnectionEach(t *testing.T) {
 	var notices atomic.Int32
 	svc := quota.NewService(st, quota.Options{GateNotice: func(ctx context.Context, db store.DB, g store.Gate) ([]store.OutboxInsert, error) {
 		notices.Add(1)
-		goal, err := store.LookupGoal(ctx, db, g.GoalID) // through the should-run's own connection
+		goal, err := store.GetGoal(ctx, db, g.GoalID) // through the should-run's own connection
 		if err != nil {
 			return nil, err
 		}

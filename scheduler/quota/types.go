@@ -19,8 +19,8 @@ const (
 	StateNotFound  = "not_found"
 )
 
-// Input is everything Decide looks at, read in one round trip by store.ReadTickSnapshot.
-type Input = store.TickSnapshot
+// Input is everything Decide looks at, read in one round trip by store.ReadShouldRunSnapshot.
+type Input = store.ShouldRunSnapshot
 
 // Decision is the should-run answer. Its JSON is the `quota should-run --format json` output.
 type Decision struct {

@@ -29,8 +29,8 @@ import (
 
 var admin = store.Meta{Actor: "admin", Surface: "api"}
 
-// bundle is a goal with one agent driven by a real scheduler, quota service and runner.
-type bundle struct {
+// testBundle is a goal with one agent driven by a real scheduler, quota service and runner.
+type testBundle struct {
 	st    *store.Store
 	qs    *quota.Service
 	sched *scheduler.Scheduler
@@ -43,7 +43,7 @@ type bundle struct {
 // setup creates goal "g" with a one-minute heartbeat, agent "a1" with the given runner and
 // settings, and one runnable todo. The clock starts just before a minute boundary, in the
 // future so the turn lease (fake clock) is later than the real time the runners use.
-func setup(t *testing.T, kind string, settings any, stallTurns int) *bundle {
+func setup(t *testing.T, kind string, settings any, stallTurns int) *testBundle {
 	t.Helper()
 	ctx := t.Context()
 	c := storetest.NewClock(time.Now().UTC().Truncate(time.Minute).Add(time.Hour + 50*time.Second))
@@ -69,11 +69,11 @@ func setup(t *testing.T, kind string, settings any, stallTurns int) *bundle {
 		},
 	})
 	require.NoError(t, err)
-	return &bundle{st: st, qs: qs, sched: sched, clock: c, goal: "g", agent: "a1", todo: todo}
+	return &testBundle{st: st, qs: qs, sched: sched, clock: c, goal: "g", agent: "a1", todo: todo}
 }
 
 // fire moves the clock to the next minute boundary and runs one Step.
-func (b *bundle) fire(t *testing.T) scheduler.Stats {
+func (b *testBundle) fire(t *testing.T) scheduler.Stats {
 	t.Helper()
 	now := b.clock.Now()
 	b.clock.Add(now.Truncate(time.Minute).Add(time.Minute).Sub(now))
@@ -88,7 +88,7 @@ type turnRow struct {
 	tail                     string
 }
 
-func (b *bundle) turns(t *testing.T) []turnRow {
+func (b *testBundle) turns(t *testing.T) []turnRow {
 	t.Helper()
 	rows, err := b.st.DB().Query(context.Background(), `SELECT id, instance_id, state, outcome, log_tail FROM turn ORDER BY id`)
 	require.NoError(t, err)
@@ -170,7 +170,7 @@ func TestExecEnvironmentAndStdin(t *testing.T) {
 	require.Equal(t, store.TurnOK, turns[0].state)
 	require.Equal(t, "exit 0", turns[0].outcome)
 	require.Contains(t, turns[0].tail, "finished")
-	ticks, err := b.st.TicksByGoal(t.Context(), store.TicksParams{GoalID: "g"})
+	ticks, err := b.st.ListTicks(t.Context(), store.TicksParams{GoalID: "g"})
 	require.NoError(t, err)
 	require.Len(t, ticks, 1)
 	require.Equal(t, store.TickRan, ticks[0].Outcome)
@@ -237,7 +237,7 @@ func TestExecBusyWhileTurnIsLive(t *testing.T) {
 	st := b.fire(t)
 	require.Equal(t, 1, st.Ticks)
 	require.Zero(t, st.Started, "a busy heartbeat never queues a turn")
-	ticks, err := b.st.TicksByGoal(t.Context(), store.TicksParams{GoalID: "g"})
+	ticks, err := b.st.ListTicks(t.Context(), store.TicksParams{GoalID: "g"})
 	require.NoError(t, err)
 	require.Equal(t, store.TickSkipped, ticks[0].Outcome)
 	require.Equal(t, quota.StateBusy, ticks[0].Reason)
@@ -259,7 +259,7 @@ func TestStallGuardStopsTheHeartbeat(t *testing.T) {
 		b.clock.Add(2 * time.Minute)
 		b.fire(t)
 		b.sched.Wait()
-		ticks, err := b.st.TicksByGoal(t.Context(), store.TicksParams{GoalID: "g", Limit: 1})
+		ticks, err := b.st.ListTicks(t.Context(), store.TicksParams{GoalID: "g", Limit: 1})
 		require.NoError(t, err)
 		if len(ticks) > 0 && ticks[0].Reason == quota.StateStalled {
 			stalledAt = i
@@ -280,7 +280,7 @@ func TestStallGuardStopsTheHeartbeat(t *testing.T) {
 		b.sched.Wait()
 	}
 	require.Len(t, b.turns(t), 2, "no turn is spent while the stall gate is open")
-	ticks, err := b.st.TicksByGoal(t.Context(), store.TicksParams{GoalID: "g", Limit: 1})
+	ticks, err := b.st.ListTicks(t.Context(), store.TicksParams{GoalID: "g", Limit: 1})
 	require.NoError(t, err)
 	require.Equal(t, store.TickSkipped, ticks[0].Outcome)
 	require.Equal(t, quota.StateWaiting, ticks[0].Reason)

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// BoundMessage is a chat message for the agent of the chat's one whole-chat binding: the
-// common case of chat traffic, which EnqueueBound writes without a transaction of its own.
-type BoundMessage struct {
+// FastMessage is a chat message for the agent of the chat's one whole-chat binding: the
+// common case of chat traffic, which EnqueueFast writes without a transaction of its own.
+type FastMessage struct {
 	EventID   string // Lark's event id, recorded in lark_event
 	ChatID    string
 	MessageID string
@@ -20,8 +20,8 @@ type BoundMessage struct {
 	Text      string
 }
 
-// BoundOptions is what every message of one EnqueueBound call shares.
-type BoundOptions struct {
+// FastOptions is what every message of one EnqueueFast call shares.
+type FastOptions struct {
 	EventType string
 	// MaxPending bounds each agent's unacknowledged items, as for InsertInboxItem.
 	MaxPending int
@@ -32,11 +32,11 @@ type BoundOptions struct {
 // abortCode is the SQLSTATE loopx_abort raises (migration 00012).
 const abortCode = "LX001"
 
-// ErrBoundAborted reports that EnqueueBound's statement undid itself: nothing was written, and
+// ErrFastAborted reports that EnqueueFast's statement undid itself: nothing was written, and
 // every message must take the general path.
-var ErrBoundAborted = errors.New("enqueue bound messages: aborted, nothing written")
+var ErrFastAborted = errors.New("enqueue bound messages: aborted, nothing written")
 
-// EnqueueBound writes the whole effect of each message in one statement: its event id, its
+// EnqueueFast writes the whole effect of each message in one statement: its event id, its
 // inbox item, the audit row and the receipt reaction's outbox row. Batching several messages
 // into one statement (one commit) is what lets the chat keep up with a burst: every client
 // round trip and commit costs about as much as the rows themselves.
@@ -51,7 +51,7 @@ var ErrBoundAborted = errors.New("enqueue bound messages: aborted, nothing writt
 //
 // Who may message the goal (loopx_role) and which agent receives the message
 // (loopx_message_agent) are the SQL functions the router's general path calls too.
-func (s *Store) EnqueueBound(ctx context.Context, opts BoundOptions, msgs []BoundMessage) (taken []bool, err error) {
+func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMessage) (taken []bool, err error) {
 	if opts.EventType == "" || opts.Receipt == "" {
 		return nil, Errorf(ErrInvalid, "event_type", "event type and receipt are required")
 	}
@@ -158,7 +158,7 @@ func (s *Store) EnqueueBound(ctx context.Context, opts BoundOptions, msgs []Boun
 	if err := rows.Err(); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == abortCode {
-			return nil, ErrBoundAborted
+			return nil, ErrFastAborted
 		}
 		return nil, fmt.Errorf("enqueue bound messages: %w", mapErr(err))
 	}

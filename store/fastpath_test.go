@@ -12,7 +12,7 @@ import (
 	"loopx/store/storetest"
 )
 
-var boundOpts = store.BoundOptions{EventType: "im.message.receive_v1", MaxPending: 3, Receipt: "OK"}
+var fastOpts = store.FastOptions{EventType: "im.message.receive_v1", MaxPending: 3, Receipt: "OK"}
 
 // boundFixture: chat "oc_one" bound to goal one (owner ou_o, member ou_m; agents a and the
 // default b, binding without agent); "oc_named" bound to one/a by name; "oc_two" bound to
@@ -51,34 +51,34 @@ func boundFixture(t *testing.T) *store.Store {
 	return st
 }
 
-func boundMsg(n int, chat, sender string) store.BoundMessage {
-	return store.BoundMessage{EventID: fmt.Sprintf("ev_%d", n), ChatID: chat, MessageID: fmt.Sprintf("om_%d", n),
+func fastMsg(n int, chat, sender string) store.FastMessage {
+	return store.FastMessage{EventID: fmt.Sprintf("ev_%d", n), ChatID: chat, MessageID: fmt.Sprintf("om_%d", n),
 		Sender: sender, Mode: store.ModeInbox, Text: fmt.Sprintf("message %d", n)}
 }
 
-// EnqueueBound takes exactly the messages whose routing is the plain case, writes each one's
+// EnqueueFast takes exactly the messages whose routing is the plain case, writes each one's
 // event, item, audit row and receipt, and writes nothing at all for the others.
-func TestEnqueueBoundTakesOnlyThePlainCase(t *testing.T) {
+func TestEnqueueFastTakesOnlyThePlainCase(t *testing.T) {
 	t.Parallel()
 	st := boundFixture(t)
 	ctx := t.Context()
-	admin := boundMsg(5, "oc_pair", "ou_admin")
+	admin := fastMsg(5, "oc_pair", "ou_admin")
 	admin.ChatID, admin.Admin = "oc_named", true
-	msgs := []store.BoundMessage{
-		boundMsg(1, "oc_one", "ou_o"),     // owner, goal default agent b
-		boundMsg(2, "oc_named", "ou_m"),   // member, the binding's agent a
-		boundMsg(3, "oc_solo", "ou_o"),    // the goal's only agent
-		boundMsg(4, "oc_one", "ou_stray"), // stranger: general path (refusal)
-		admin,                             // admin of the service
-		boundMsg(6, "oc_two", "ou_o"),     // two bindings: general path (ambiguous)
-		boundMsg(7, "oc_pair", "ou_o"),    // two agents, no default: general path (which?)
-		boundMsg(8, "oc_gone", "ou_o"),    // bound agent missing: general path
-		boundMsg(9, "oc_none", "ou_o"),    // unbound: general path
+	msgs := []store.FastMessage{
+		fastMsg(1, "oc_one", "ou_o"),     // owner, goal default agent b
+		fastMsg(2, "oc_named", "ou_m"),   // member, the binding's agent a
+		fastMsg(3, "oc_solo", "ou_o"),    // the goal's only agent
+		fastMsg(4, "oc_one", "ou_stray"), // stranger: general path (refusal)
+		admin,                            // admin of the service
+		fastMsg(6, "oc_two", "ou_o"),     // two bindings: general path (ambiguous)
+		fastMsg(7, "oc_pair", "ou_o"),    // two agents, no default: general path (which?)
+		fastMsg(8, "oc_gone", "ou_o"),    // bound agent missing: general path
+		fastMsg(9, "oc_none", "ou_o"),    // unbound: general path
 		{EventID: "ev_10", ChatID: "oc_one", MessageID: "om_10", Sender: "ou_o", Mode: store.ModeQueue, Text: "queued"},
 	}
 	_, err := st.DB().Exec(ctx, `UPDATE schedule SET rearm = false`)
 	require.NoError(t, err)
-	taken, err := st.EnqueueBound(ctx, boundOpts, msgs)
+	taken, err := st.EnqueueFast(ctx, fastOpts, msgs)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, true, false, true, false, false, false, false, true}, taken)
 
@@ -122,22 +122,22 @@ func TestEnqueueBoundTakesOnlyThePlainCase(t *testing.T) {
 
 // A redelivered event, a message already in the inbox and a full inbox are all left to the
 // general path, with nothing written.
-func TestEnqueueBoundLeavesRepeatsAndFullInboxes(t *testing.T) {
+func TestEnqueueFastLeavesRepeatsAndFullInboxes(t *testing.T) {
 	t.Parallel()
 	st := boundFixture(t)
 	ctx := t.Context()
-	first := []store.BoundMessage{boundMsg(1, "oc_one", "ou_o"), boundMsg(2, "oc_one", "ou_o"), boundMsg(3, "oc_one", "ou_o")}
-	taken, err := st.EnqueueBound(ctx, boundOpts, first)
+	first := []store.FastMessage{fastMsg(1, "oc_one", "ou_o"), fastMsg(2, "oc_one", "ou_o"), fastMsg(3, "oc_one", "ou_o")}
+	taken, err := st.EnqueueFast(ctx, fastOpts, first)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, true}, taken)
 	before := countRows(t, st, `SELECT (SELECT count(*) FROM lark_event) + (SELECT count(*) FROM inbox_item)
 		+ (SELECT count(*) FROM audit) + (SELECT count(*) FROM outbox)`)
 
-	sameMessageNewEvent := boundMsg(2, "oc_one", "ou_o")
+	sameMessageNewEvent := fastMsg(2, "oc_one", "ou_o")
 	sameMessageNewEvent.EventID = "ev_other"
-	full := boundMsg(4, "oc_one", "ou_o") // one/b holds MaxPending (3) items now
-	otherAgent := boundMsg(5, "oc_named", "ou_o")
-	taken, err = st.EnqueueBound(ctx, boundOpts, []store.BoundMessage{first[0], sameMessageNewEvent, full, otherAgent})
+	full := fastMsg(4, "oc_one", "ou_o") // one/b holds MaxPending (3) items now
+	otherAgent := fastMsg(5, "oc_named", "ou_o")
+	taken, err = st.EnqueueFast(ctx, fastOpts, []store.FastMessage{first[0], sameMessageNewEvent, full, otherAgent})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false, false, true}, taken)
 	after := countRows(t, st, `SELECT (SELECT count(*) FROM lark_event) + (SELECT count(*) FROM inbox_item)
@@ -147,35 +147,35 @@ func TestEnqueueBoundLeavesRepeatsAndFullInboxes(t *testing.T) {
 
 // Within one batch the bound is exact: of five messages to an agent with room for three, the
 // first three are taken.
-func TestEnqueueBoundKeepsTheBoundWithinABatch(t *testing.T) {
+func TestEnqueueFastKeepsTheInboxLimitWithinABatch(t *testing.T) {
 	t.Parallel()
 	st := boundFixture(t)
-	var msgs []store.BoundMessage
+	var msgs []store.FastMessage
 	for n := range 5 {
-		msgs = append(msgs, boundMsg(n, "oc_one", "ou_o"))
+		msgs = append(msgs, fastMsg(n, "oc_one", "ou_o"))
 	}
-	msgs = append(msgs, boundMsg(9, "oc_named", "ou_o"))
-	taken, err := st.EnqueueBound(t.Context(), boundOpts, msgs)
+	msgs = append(msgs, fastMsg(9, "oc_named", "ou_o"))
+	taken, err := st.EnqueueFast(t.Context(), fastOpts, msgs)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, true, false, false, true}, taken)
 	require.Equal(t, 3, countRows(t, st, `SELECT count(*) FROM inbox_item WHERE agent_id = 'b'`))
 }
 
 // Bad input is refused before anything is written.
-func TestEnqueueBoundValidates(t *testing.T) {
+func TestEnqueueFastValidates(t *testing.T) {
 	t.Parallel()
 	st := boundFixture(t)
 	ctx := t.Context()
-	for name, m := range map[string]store.BoundMessage{
+	for name, m := range map[string]store.FastMessage{
 		"no event": {ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "inbox", Text: "x"},
 		"no chat":  {EventID: "e", MessageID: "om", Sender: "ou_o", Mode: "inbox", Text: "x"},
 		"steer":    {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "steer", Text: "x"},
 		"no text":  {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "inbox"},
 	} {
-		_, err := st.EnqueueBound(ctx, boundOpts, []store.BoundMessage{boundMsg(1, "oc_one", "ou_o"), m})
+		_, err := st.EnqueueFast(ctx, fastOpts, []store.FastMessage{fastMsg(1, "oc_one", "ou_o"), m})
 		require.ErrorIs(t, err, store.ErrInvalid, name)
 	}
-	_, err := st.EnqueueBound(ctx, store.BoundOptions{}, []store.BoundMessage{boundMsg(1, "oc_one", "ou_o")})
+	_, err := st.EnqueueFast(ctx, store.FastOptions{}, []store.FastMessage{fastMsg(1, "oc_one", "ou_o")})
 	require.ErrorIs(t, err, store.ErrInvalid)
 	require.Zero(t, countRows(t, st, `SELECT count(*) FROM inbox_item`))
 	require.Zero(t, countRows(t, st, `SELECT count(*) FROM lark_event`))

@@ -47,7 +47,7 @@ func TestClaimOutboxKeepsChatOrderAcrossSenders(t *testing.T) {
 					return
 				}
 				if len(claims) == 0 {
-					st, err := s.OutboxStats(ctx)
+					st, err := s.ReadOutboxStats(ctx)
 					if !assertNoErr(t, err) || st.Pending+st.Sending == 0 {
 						return
 					}
@@ -153,25 +153,25 @@ func TestMarkOutboxFailedIsVisible(t *testing.T) {
 	require.NoError(t, s.MarkOutboxFailed(ctx, id, "a", 230002, "bot is not in chat oc_z"))
 	require.ErrorIs(t, s.MarkOutboxFailed(ctx, id, "a", 1, "x"), store.ErrConflict)
 
-	fails, err := s.OutboxFailures(ctx, "oc_z", 10)
+	fails, err := s.ListOutboxFailures(ctx, "oc_z", 10)
 	require.NoError(t, err)
 	require.Len(t, fails, 1)
 	require.Equal(t, 230002, fails[0].Code)
 	require.Contains(t, fails[0].Error, "not in chat")
-	all, err := s.OutboxFailures(ctx, "", 10)
+	all, err := s.ListOutboxFailures(ctx, "", 10)
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 
-	counts, err := s.OutboxFailureCounts(ctx)
+	counts, err := s.CountOutboxFailures(ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[int]int64{230002: 1}, counts)
 
-	st, err := s.OutboxStats(ctx)
+	st, err := s.ReadOutboxStats(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, st.Failed)
 	require.EqualValues(t, 1, st.Sending)
 
-	_, err = s.OutboxFailures(ctx, "", 0)
+	_, err = s.ListOutboxFailures(ctx, "", 0)
 	var se *store.Error
 	require.True(t, errors.As(err, &se))
 	require.Equal(t, "limit", se.Field)

@@ -9,68 +9,68 @@ import (
 	"loopx/store"
 )
 
-// enqueueBound takes the fast path (store.EnqueueBound, group-committed) for the most common
+// enqueueFast takes the fast path (store.EnqueueFast, group-committed) for the most common
 // message: plain text, not in a thread, addressed to the bot, in a chat with one whole-chat
 // binding, answered with the receipt reaction. It returns false, having written nothing, for
 // anything else (commands, address tokens, steers, threads, text over the bound, strangers,
 // duplicates), which the transactional path then decides. Both paths commit the same rows for
 // a message the fast one takes (TestFastPathMatchesGeneralPath).
-func (c *Chat) enqueueBound(ctx context.Context, m Message) bool {
-	if c.bound == nil || m.RootID != "" || m.ParentID != "" || c.opts.Receipt != ReceiptReaction {
+func (c *Chat) enqueueFast(ctx context.Context, m Message) bool {
+	if c.fast == nil || m.RootID != "" || m.ParentID != "" || c.opts.Receipt != ReceiptReaction {
 		return false
 	}
-	t := &turn{c: c, m: m}
-	if m.ChatType != ChatP2P && !t.mentionsBot() {
+	h := &handling{c: c, m: m}
+	if m.ChatType != ChatP2P && !h.mentionsBot() {
 		return false
 	}
-	p, err := Parse(t.text())
+	p, err := Parse(h.text())
 	if err != nil || p.Command != "" || p.Addr != nil || p.Mode == store.ModeSteer || c.ib.CheckText(p.Text) != nil {
 		return false
 	}
-	return c.bound.enqueue(ctx, store.BoundMessage{
+	return c.fast.enqueue(ctx, store.FastMessage{
 		EventID: m.EventID, ChatID: m.ChatID, MessageID: m.MessageID, Sender: m.SenderID,
 		Admin: c.admins[m.SenderID], Mode: p.Mode, Text: p.Text,
 	})
 }
 
-// Group commit for the fast path. Measured on two cores, one statement per message reached
-// about 2,000 messages/s at 8 concurrent senders against 5,000 single-row inserts/s; batches
-// of 8 in one statement reached 5,000–7,700. Batching needs no timer: while up to
-// maxBoundInFlight statements run, arriving messages wait, and the next statement takes all of
-// them, so batches grow with the load and a lone message goes at once.
+// Group commit for the fast path: a commit costs about as much as the rows it writes, so
+// messages arriving together share one statement (bench/results has the figures). Batching
+// needs no timer: while up to maxFastInFlight statements run, arriving messages wait, and the
+// next statement takes all of them, so batches grow with the load and a lone message goes at
+// once.
 const (
-	maxBoundInFlight = 1
-	maxBoundBatch    = 64
-	boundTimeout     = 3 * time.Second // Lark's answer window
+	maxFastInFlight = 1
+	maxFastBatch    = 64
+	fastTimeout     = 3 * time.Second // Lark's answer window
 )
 
-// boundBatcher runs the fast path's statements. It owns no goroutine: a caller that finds a
+// fastBatcher runs the fast path's statements. It owns no goroutine: a caller that finds a
 // statement slot free leads, running batches until its own message is decided, then hands
 // the slot to the oldest waiting caller. Every waiter is woken by the batch that decides it.
-type boundBatcher struct {
+type fastBatcher struct {
 	st   *store.Store
-	opts store.BoundOptions
+	opts store.FastOptions
 	log  func(ctx context.Context, msg string, args ...any)
 
 	mu       sync.Mutex
-	waiting  []*boundCall
+	waiting  []*fastCall
 	inFlight int
 }
 
-type boundCall struct {
-	msg  store.BoundMessage
+type fastCall struct {
+	msg  store.FastMessage
 	wake chan struct{} // capacity 1: "look at lead and done again"
-	// Guarded by boundBatcher.mu.
+	// Guarded by fastBatcher.mu.
 	lead, done, taken bool
 }
 
 // enqueue reports whether m was written by the fast path. false means nothing was written for
 // it (not eligible, or the batch failed) and the caller must take the general path.
-func (b *boundBatcher) enqueue(ctx context.Context, m store.BoundMessage) bool {
-	call := &boundCall{msg: m, wake: make(chan struct{}, 1)}
+func (b *fastBatcher) enqueue(ctx context.Context, m store.FastMessage) bool {
+	call := &fastCall{msg: m, wake: make(chan struct{}, 1)}
 	b.mu.Lock()
 	b.waiting = append(b.waiting, call)
-	if b.inFlight < maxBoundInFlight {
+	if b.inFlight < maxFastInFlight {
 		b.inFlight++
 		call.lead = true
 	}
@@ -91,7 +91,7 @@ func (b *boundBatcher) enqueue(ctx context.Context, m store.BoundMessage) bool {
 
 // leadUntil runs batches from the head of the queue until self is decided, then passes the
 // statement slot on.
-func (b *boundBatcher) leadUntil(ctx context.Context, self *boundCall) bool {
+func (b *fastBatcher) leadUntil(ctx context.Context, self *fastCall) bool {
 	for {
 		b.mu.Lock()
 		if self.done {
@@ -116,7 +116,7 @@ func (b *boundBatcher) leadUntil(ctx context.Context, self *boundCall) bool {
 
 // handOver passes a finished leader's slot to the oldest waiting call that does not lead
 // yet, or frees it. Called with mu held.
-func (b *boundBatcher) handOver() {
+func (b *fastBatcher) handOver() {
 	for _, call := range b.waiting {
 		if !call.lead {
 			call.lead = true
@@ -127,15 +127,15 @@ func (b *boundBatcher) handOver() {
 	b.inFlight--
 }
 
-// take removes the next batch from the queue: at most maxBoundBatch calls, and no event or
+// take removes the next batch from the queue: at most maxFastBatch calls, and no event or
 // message twice (a repeat waits for the next batch, where the first one's commit makes it a
 // duplicate for the general path). Called with mu held.
-func (b *boundBatcher) take() []*boundCall {
-	var batch, rest []*boundCall
+func (b *fastBatcher) take() []*fastCall {
+	var batch, rest []*fastCall
 	events, messages := map[string]bool{}, map[string]bool{}
 	for _, call := range b.waiting {
 		ev, msg := call.msg.EventID, call.msg.MessageID
-		if len(batch) == maxBoundBatch || events[ev] || messages[msg] {
+		if len(batch) == maxFastBatch || events[ev] || messages[msg] {
 			rest = append(rest, call)
 			continue
 		}
@@ -150,21 +150,21 @@ func (b *boundBatcher) take() []*boundCall {
 // the general path, which reports any lasting fault (a database that is down) itself. A panic
 // is turned into such a failure: other callers wait on this batch and the slot it holds, and
 // letting it unwind would leave every later message waiting.
-func (b *boundBatcher) run(ctx context.Context, batch []*boundCall) (taken []bool) {
+func (b *fastBatcher) run(ctx context.Context, batch []*fastCall) (taken []bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			b.log(ctx, "fast path batch panicked; its messages take the general path", "messages", len(batch), "panic", fmt.Sprint(p))
 			taken = make([]bool, len(batch))
 		}
 	}()
-	msgs := make([]store.BoundMessage, len(batch))
+	msgs := make([]store.FastMessage, len(batch))
 	for i, call := range batch {
 		msgs[i] = call.msg
 	}
 	// The batch is everyone's: one caller giving up must not fail the others' messages.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), boundTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fastTimeout)
 	defer cancel()
-	taken, err := b.st.EnqueueBound(ctx, b.opts, msgs)
+	taken, err := b.st.EnqueueFast(ctx, b.opts, msgs)
 	if err != nil {
 		b.log(ctx, "fast path batch not written; its messages take the general path", "messages", len(msgs), "err", err)
 		return make([]bool, len(batch))
@@ -172,7 +172,7 @@ func (b *boundBatcher) run(ctx context.Context, batch []*boundCall) (taken []boo
 	return taken
 }
 
-func signal(call *boundCall) {
+func signal(call *fastCall) {
 	select {
 	case call.wake <- struct{}{}:
 	default: // a wake-up is already pending; the waiter rereads the state

@@ -10,7 +10,7 @@ import (
 	"loopx/store/storetest"
 )
 
-// BenchmarkEnqueueBound measures one fast-path statement (and its commit) per batch at batch
+// BenchmarkEnqueueFast measures one fast-path statement (and its commit) per batch at batch
 // sizes a chat burst produces, per message, beside two baselines on the same pool: a
 // single-row INSERT commit (the unit of the ingest benchmark's pgbench baseline), and floor,
 // the same four rows per message written by one statement that reads and checks nothing (no
@@ -18,7 +18,7 @@ import (
 // checks were free. Agents keep up: every 256 messages the items are acknowledged (outside
 // the timer), so each inbox stays shallow and the bound check counts a few items, as in a
 // deployment whose agents drain their inboxes.
-func BenchmarkEnqueueBound(b *testing.B) {
+func BenchmarkEnqueueFast(b *testing.B) {
 	st := storetest.New(b, store.Options{})
 	ctx := b.Context()
 	const goals = 32
@@ -34,7 +34,7 @@ func BenchmarkEnqueueBound(b *testing.B) {
 	}
 	_, err := st.DB().Exec(ctx, `CREATE TABLE bench_insert (id bigserial PRIMARY KEY, payload text NOT NULL)`)
 	require.NoError(b, err)
-	opts := store.BoundOptions{EventType: "im.message.receive_v1", MaxPending: 200, Receipt: "OK"}
+	opts := store.FastOptions{EventType: "im.message.receive_v1", MaxPending: 200, Receipt: "OK"}
 	b.Run("insert", func(b *testing.B) {
 		for b.Loop() {
 			_, err := st.DB().Exec(ctx, `INSERT INTO bench_insert (payload) VALUES ('event')`)
@@ -42,17 +42,17 @@ func BenchmarkEnqueueBound(b *testing.B) {
 		}
 	})
 	seq := 0
-	batch := func(b *testing.B, size int) []store.BoundMessage {
+	batch := func(b *testing.B, size int) []store.FastMessage {
 		if seq%256 < size {
 			b.StopTimer()
 			_, err := st.DB().Exec(ctx, `UPDATE inbox_item SET state = 'acked' WHERE state = 'pending'`)
 			require.NoError(b, err)
 			b.StartTimer()
 		}
-		msgs := make([]store.BoundMessage, size)
+		msgs := make([]store.FastMessage, size)
 		for i := range msgs {
 			seq++
-			msgs[i] = store.BoundMessage{EventID: fmt.Sprintf("ev_%d", seq), ChatID: fmt.Sprintf("oc_%02d", seq%goals),
+			msgs[i] = store.FastMessage{EventID: fmt.Sprintf("ev_%d", seq), ChatID: fmt.Sprintf("oc_%02d", seq%goals),
 				MessageID: fmt.Sprintf("om_%d", seq), Sender: "ou_bench", Mode: store.ModeInbox, Text: "please look at the build"}
 		}
 		return msgs
@@ -60,7 +60,7 @@ func BenchmarkEnqueueBound(b *testing.B) {
 	for _, size := range []int{1, 4, 8, 16, 64} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			for b.Loop() {
-				taken, err := st.EnqueueBound(ctx, opts, batch(b, size))
+				taken, err := st.EnqueueFast(ctx, opts, batch(b, size))
 				require.NoError(b, err)
 				require.NotContains(b, taken, false)
 			}
