@@ -3,10 +3,11 @@ package router
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"loopx/store"
 )
 
 // Address is an explicit address token: #goal, #goal/agent or #goal/agent/session.
@@ -121,11 +122,22 @@ const (
 	maxSlots     = 100000
 )
 
-var (
-	idRe      = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	sessionRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-	gateRe    = regexp.MustCompile(`^(?i)#?g?([0-9]{1,18})$`)
-)
+// gateNumber reads a gate id as people type it: g12, G12, #g12 or 12 (1 to 18 digits).
+func gateNumber(tok string) (string, bool) {
+	tok = strings.TrimPrefix(tok, "#")
+	if tok != "" && (tok[0] == 'g' || tok[0] == 'G') {
+		tok = tok[1:]
+	}
+	if tok == "" || len(tok) > 18 {
+		return "", false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < '0' || tok[i] > '9' {
+			return "", false
+		}
+	}
+	return tok, true
+}
 
 // normalize maps the full-width forms Chinese input methods type (／ ＃ and the ideographic
 // space) to ASCII, so "／status ＃docs" works like "/status #docs".
@@ -265,11 +277,11 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 		if tok == "" {
 			return bad("/%s needs the gate id, e.g. /%s g12", cmd.name, cmd.name)
 		}
-		m := gateRe.FindStringSubmatch(tok)
-		if m == nil {
+		digits, ok := gateNumber(tok)
+		if !ok {
 			return bad("%q is not a gate id; gate ids look like g12", clip(tok, 20))
 		}
-		id, err := strconv.ParseInt(m[1], 10, 64)
+		id, err := strconv.ParseInt(digits, 10, 64)
 		if err != nil || id <= 0 {
 			return bad("%q is not a gate id; gate ids look like g12", clip(tok, 20))
 		}
@@ -294,18 +306,18 @@ func parseAddress(tok string, depth int) (Address, error) {
 	}
 	var a Address
 	a.Goal = strings.ToLower(parts[0])
-	if !idRe.MatchString(a.Goal) {
+	if !store.ValidID(a.Goal) {
 		return Address{}, &ParseError{Problem: fmt.Sprintf("goal %q is not a goal id (lowercase letters, digits, '.', '_' and '-', starting with a letter or digit)", clip(parts[0], 80)), Usage: messageUsage}
 	}
 	if len(parts) > 1 {
 		a.Agent = strings.ToLower(parts[1])
-		if !idRe.MatchString(a.Agent) {
+		if !store.ValidID(a.Agent) {
 			return Address{}, &ParseError{Problem: fmt.Sprintf("agent %q is not an agent id (lowercase letters, digits, '.', '_' and '-')", clip(parts[1], 80)), Usage: messageUsage}
 		}
 	}
 	if len(parts) > 2 {
 		a.Session = parts[2]
-		if !sessionRe.MatchString(a.Session) {
+		if !store.ValidSessionID(a.Session) {
 			return Address{}, &ParseError{Problem: fmt.Sprintf("session %q is not a session id (letters, digits, '.', '_', ':' and '-', at most 128)", clip(parts[2], 80)), Usage: messageUsage}
 		}
 	}

@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -107,6 +108,9 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		if p.Addr != nil {
+			// The regular expressions are the documented rules, an oracle for the loops.
+			idRe := regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+			sessionRe := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 			if !idRe.MatchString(p.Addr.Goal) || (p.Addr.Agent != "" && !idRe.MatchString(p.Addr.Agent)) ||
 				(p.Addr.Session != "" && !sessionRe.MatchString(p.Addr.Session)) {
 				t.Fatalf("Parse(%q): invalid address %+v accepted", in, *p.Addr)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,20 +12,53 @@ import (
 // MaxText is the longest free text (objective, todo text, question, summary) accepted.
 const MaxText = 12000
 
-var (
-	idPattern       = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	openIDPattern   = regexp.MustCompile(`^ou_[A-Za-z0-9_-]{1,125}$`)
-	instancePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-)
+// The id rules are loops rather than regular expressions: a bounded repetition such as
+// {0,62} compiles into a large program, which every process (the CLI included) paid for at
+// start.
 
-// ValidID reports whether s is a valid goal or agent id.
-func ValidID(s string) bool { return idPattern.MatchString(s) }
+// ValidID reports whether s is a valid goal or agent id: 1 to 63 characters of a-z, 0-9,
+// '.', '_', '-', starting with a letter or digit.
+func ValidID(s string) bool {
+	return validChars(s, 63, func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' },
+		func(c byte) bool { return c == '.' || c == '_' || c == '-' })
+}
+
+// ValidSessionID reports whether s is a valid turn instance or session id: 1 to 128
+// characters of A-Z, a-z, 0-9, '.', '_', ':', '-', starting with a letter or digit.
+func ValidSessionID(s string) bool {
+	return validChars(s, 128, isAlnum, func(c byte) bool { return c == '.' || c == '_' || c == ':' || c == '-' })
+}
+
+// validOpenID reports whether s looks like a Lark open_id: "ou_" and 1 to 125 characters of
+// A-Z, a-z, 0-9, '_', '-'.
+func validOpenID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "ou_")
+	return ok && validChars(rest, 125, func(c byte) bool { return isAlnum(c) || c == '_' || c == '-' },
+		func(c byte) bool { return isAlnum(c) || c == '_' || c == '-' })
+}
+
+// validChars: 1 to max bytes, the first one first(c), the others first(c) or more(c).
+func validChars(s string, max int, first, more func(byte) bool) bool {
+	if s == "" || len(s) > max || !first(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !first(s[i]) && !more(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 func checkID(field, v string) error {
 	if v == "" {
 		return Errorf(ErrInvalid, field, "is required")
 	}
-	if !idPattern.MatchString(v) {
+	if !ValidID(v) {
 		return Errorf(ErrInvalid, field,
 			"%q is not a valid id: use 1-63 characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit", clip(v))
 	}
@@ -34,7 +66,7 @@ func checkID(field, v string) error {
 }
 
 func checkInstanceID(field, v string) error {
-	if v != "" && !instancePattern.MatchString(v) {
+	if v != "" && !ValidSessionID(v) {
 		return Errorf(ErrInvalid, field,
 			"%q is not a valid turn instance id: use 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'", clip(v))
 	}
@@ -59,7 +91,7 @@ func checkOpenIDs(field string, ids []string) error {
 		return Errorf(ErrInvalid, field, "lists %d people; at most 100", len(ids))
 	}
 	for _, id := range ids {
-		if !openIDPattern.MatchString(id) {
+		if !validOpenID(id) {
 			return Errorf(ErrInvalid, field, "%q is not a Lark open_id (they start with \"ou_\")", clip(id))
 		}
 	}
@@ -137,4 +169,4 @@ func clip(s string) string {
 }
 
 // ValidInstanceID reports whether s is "" or a valid turn instance id.
-func ValidInstanceID(s string) bool { return s == "" || instancePattern.MatchString(s) }
+func ValidInstanceID(s string) bool { return s == "" || ValidSessionID(s) }

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ANSI styles of the terminal rendering; each is switched off by its own code so that
@@ -21,22 +22,42 @@ const (
 	ansiCodeOff   = "\x1b[39m"
 )
 
-var (
-	mdHeading = regexp.MustCompile(`^#{1,6}\s+(.*)$`)
-	mdRule    = regexp.MustCompile(`^\s*(?:-{3,}|\*{3,}|_{3,})\s*$`)
-	mdBullet  = regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`)
-	mdOrdered = regexp.MustCompile(`^(\s*)(\d{1,9})[.)]\s+(.*)$`)
-	mdQuote   = regexp.MustCompile(`^>\s?(.*)$`)
-	mdLink    = regexp.MustCompile(`\[([^\]]*)\]\(([^)\s]+)\)`)
-	mdBold    = regexp.MustCompile(`\*\*([^*]+?)\*\*|__([^_]+?)__`)
-	mdStrike  = regexp.MustCompile(`~~([^~]+?)~~`)
-	// Only *x* is italic: a single underscore is common in ids (ou_demo_owner).
-	mdItalic  = regexp.MustCompile(`\*([^*\s](?:[^*]*[^*\s])?)\*`)
-	mdFont    = regexp.MustCompile(`(?i)<font\b[^>]*>(.*?)</font>`)
-	mdTextTag = regexp.MustCompile(`(?i)<text_tag\b[^>]*>(.*?)</text_tag>`)
-	mdBreak   = regexp.MustCompile(`(?i)<br\s*/?>`)
-	mdEscape  = regexp.MustCompile(`\\([\\*_~\x60\[\]()#>+\-.!<])`)
-)
+// mdRules are the markdown patterns of the terminal renderer, compiled on first use rather
+// than when the binary starts: only `loopx chat` renders cards. Only *x* is italic (a single
+// underscore is common in ids such as ou_demo_owner).
+type mdRules struct {
+	heading   *regexp.Regexp
+	rule      *regexp.Regexp
+	bullet    *regexp.Regexp
+	ordered   *regexp.Regexp
+	quote     *regexp.Regexp
+	link      *regexp.Regexp
+	bold      *regexp.Regexp
+	strike    *regexp.Regexp
+	italic    *regexp.Regexp
+	font      *regexp.Regexp
+	textTag   *regexp.Regexp
+	lineBreak *regexp.Regexp
+	escape    *regexp.Regexp
+}
+
+var markdown = sync.OnceValue(func() *mdRules {
+	return &mdRules{
+		heading:   regexp.MustCompile(`^#{1,6}\s+(.*)$`),
+		rule:      regexp.MustCompile(`^\s*(?:-{3,}|\*{3,}|_{3,})\s*$`),
+		bullet:    regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`),
+		ordered:   regexp.MustCompile(`^(\s*)(\d{1,9})[.)]\s+(.*)$`),
+		quote:     regexp.MustCompile(`^>\s?(.*)$`),
+		link:      regexp.MustCompile(`\[([^\]]*)\]\(([^)\s]+)\)`),
+		bold:      regexp.MustCompile(`\*\*([^*]+?)\*\*|__([^_]+?)__`),
+		strike:    regexp.MustCompile(`~~([^~]+?)~~`),
+		italic:    regexp.MustCompile(`\*([^*\s](?:[^*]*[^*\s])?)\*`),
+		font:      regexp.MustCompile(`(?i)<font\b[^>]*>(.*?)</font>`),
+		textTag:   regexp.MustCompile(`(?i)<text_tag\b[^>]*>(.*?)</text_tag>`),
+		lineBreak: regexp.MustCompile(`(?i)<br\s*/?>`),
+		escape:    regexp.MustCompile(`\\([\\*_~\x60\[\]()#>+\-.!<])`),
+	}
+})
 
 // RenderMarkdown renders Lark card markdown for a terminal, one string per output line:
 // headings and **bold** in bold, *italic*, ~~strike~~, `code` and fenced code blocks,
@@ -45,10 +66,11 @@ var (
 // markers are dropped and the text is left plain (for pipes and logs); with ansi true the
 // styles are ANSI escape sequences. Mentions (<at>) are left to the caller.
 func RenderMarkdown(src string, ansi bool) []string {
+	md := markdown()
 	st := style{ansi: ansi}
 	var out []string
 	inFence := false
-	for _, line := range strings.Split(mdBreak.ReplaceAllString(src, "\n"), "\n") {
+	for _, line := range strings.Split(md.lineBreak.ReplaceAllString(src, "\n"), "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "```") {
 			inFence = !inFence
 			continue
@@ -58,18 +80,18 @@ func RenderMarkdown(src string, ansi bool) []string {
 			continue
 		}
 		switch {
-		case mdRule.MatchString(line):
+		case md.rule.MatchString(line):
 			out = append(out, "────")
-		case mdHeading.MatchString(line):
-			out = append(out, st.wrap(st.inline(mdHeading.FindStringSubmatch(line)[1]), ansiBold, ansiBoldOff))
-		case mdBullet.MatchString(line):
-			m := mdBullet.FindStringSubmatch(line)
+		case md.heading.MatchString(line):
+			out = append(out, st.wrap(st.inline(md.heading.FindStringSubmatch(line)[1]), ansiBold, ansiBoldOff))
+		case md.bullet.MatchString(line):
+			m := md.bullet.FindStringSubmatch(line)
 			out = append(out, m[1]+"• "+st.inline(m[2]))
-		case mdOrdered.MatchString(line):
-			m := mdOrdered.FindStringSubmatch(line)
+		case md.ordered.MatchString(line):
+			m := md.ordered.FindStringSubmatch(line)
 			out = append(out, m[1]+m[2]+". "+st.inline(m[3]))
-		case mdQuote.MatchString(line):
-			out = append(out, "│ "+st.inline(mdQuote.FindStringSubmatch(line)[1]))
+		case md.quote.MatchString(line):
+			out = append(out, "│ "+st.inline(md.quote.FindStringSubmatch(line)[1]))
 		default:
 			out = append(out, st.inline(line))
 		}
@@ -104,30 +126,31 @@ func (s style) inline(line string) string {
 }
 
 func (s style) spans(t string) string {
+	md := markdown()
 	// Escaped characters are set aside so that no rule below sees them.
 	var escaped []string
-	t = mdEscape.ReplaceAllStringFunc(t, func(e string) string {
+	t = md.escape.ReplaceAllStringFunc(t, func(e string) string {
 		escaped = append(escaped, e[1:])
 		return "\x00" + strconv.Itoa(len(escaped)-1) + "\x00"
 	})
-	t = mdFont.ReplaceAllString(t, "$1")
-	t = mdTextTag.ReplaceAllString(t, "[$1]")
-	t = mdLink.ReplaceAllStringFunc(t, func(l string) string {
-		m := mdLink.FindStringSubmatch(l)
+	t = md.font.ReplaceAllString(t, "$1")
+	t = md.textTag.ReplaceAllString(t, "[$1]")
+	t = md.link.ReplaceAllStringFunc(t, func(l string) string {
+		m := md.link.FindStringSubmatch(l)
 		if m[1] == "" || m[1] == m[2] {
 			return s.wrap(m[2], ansiUnder, ansiUnderOff)
 		}
 		return s.wrap(m[1], ansiUnder, ansiUnderOff) + " (" + m[2] + ")"
 	})
-	t = mdBold.ReplaceAllStringFunc(t, func(x string) string {
-		m := mdBold.FindStringSubmatch(x)
+	t = md.bold.ReplaceAllStringFunc(t, func(x string) string {
+		m := md.bold.FindStringSubmatch(x)
 		return s.wrap(m[1]+m[2], ansiBold, ansiBoldOff)
 	})
-	t = mdStrike.ReplaceAllStringFunc(t, func(x string) string {
-		return s.wrap(mdStrike.FindStringSubmatch(x)[1], ansiStrike, ansiStrikeOff)
+	t = md.strike.ReplaceAllStringFunc(t, func(x string) string {
+		return s.wrap(md.strike.FindStringSubmatch(x)[1], ansiStrike, ansiStrikeOff)
 	})
-	t = mdItalic.ReplaceAllStringFunc(t, func(x string) string {
-		return s.wrap(mdItalic.FindStringSubmatch(x)[1], ansiItalic, ansiItalicOff)
+	t = md.italic.ReplaceAllStringFunc(t, func(x string) string {
+		return s.wrap(md.italic.FindStringSubmatch(x)[1], ansiItalic, ansiItalicOff)
 	})
 	for i, e := range escaped {
 		t = strings.Replace(t, "\x00"+strconv.Itoa(i)+"\x00", e, 1)

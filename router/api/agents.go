@@ -25,7 +25,7 @@ func (s *Server) registerAgent(ctx context.Context, r *request) (int, any, error
 	if err := decode(r, &b); err != nil {
 		return 0, nil, err
 	}
-	if !idPattern.MatchString(b.AgentID) {
+	if !store.ValidID(b.AgentID) {
 		return 0, nil, invalid("agent_id", "%q is not a valid id: use 1-63 characters a-z 0-9 . _ -, starting with a letter or digit", b.AgentID)
 	}
 	a, err := s.st.RegisterAgent(ctx, store.RegisterAgentParams{

@@ -12,7 +12,7 @@ func (s *Server) listAudit(ctx context.Context, r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	goal := r.URL.Query().Get("goal_id")
-	if goal != "" && !idPattern.MatchString(goal) {
+	if goal != "" && !store.ValidID(goal) {
 		return 0, nil, badRequest("goal_id", "%q is not a valid id", goal)
 	}
 	limit, err := queryInt(r, "limit")

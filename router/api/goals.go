@@ -42,7 +42,7 @@ func (s *Server) createGoal(ctx context.Context, r *request) (int, any, error) {
 	if err := decode(r, &b); err != nil {
 		return 0, nil, err
 	}
-	if !idPattern.MatchString(b.GoalID) {
+	if !store.ValidID(b.GoalID) {
 		return 0, nil, invalid("goal_id", "%q is not a valid id: use 1-63 characters a-z 0-9 . _ -, starting with a letter or digit", b.GoalID)
 	}
 	if b.Version != 0 {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -136,8 +135,6 @@ func (r *request) meta() store.Meta {
 // handlerFunc answers with a status and a value to encode, or an error.
 type handlerFunc func(ctx context.Context, r *request) (int, any, error)
 
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-
 // handle registers pattern with authentication, idempotency-key checking, metrics and error
 // mapping around h.
 func (s *Server) handle(pattern string, h handlerFunc) {
@@ -220,7 +217,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (principal, 
 func (s *Server) checkPathIDs(r *request) *Error {
 	for _, name := range []string{"goal", "agent"} {
 		v := r.PathValue(name)
-		if v != "" && !idPattern.MatchString(v) {
+		if v != "" && !store.ValidID(v) {
 			return badRequest(name+"_id", "%q is not a valid id: use 1-63 characters a-z 0-9 . _ -, starting with a letter or digit", v)
 		}
 	}
@@ -263,7 +260,7 @@ func (s *Server) actingAgent(r *request, action, given string, required bool) (s
 		}
 		return "", nil
 	}
-	if !idPattern.MatchString(given) {
+	if !store.ValidID(given) {
 		return "", invalid("agent_id", "%q is not a valid id: use 1-63 characters a-z 0-9 . _ -, starting with a letter or digit", given)
 	}
 	if !r.who.admin && given != r.who.agentID {
