@@ -18,6 +18,7 @@ type Spec struct {
 	loc      *time.Location
 	wall     cron.Schedule // evaluated on wall-clock time (expressed in UTC, which has no DST)
 	constant bool          // @every: a fixed real-time period, no wall clock
+	minGap   time.Duration // the shortest time between two fires (see MinGap)
 }
 
 // ParseSpec parses a standard five-field cron spec (or a descriptor such as @hourly or
@@ -45,7 +46,38 @@ func ParseSpec(spec, tz string) (Spec, error) {
 	if ss, ok := s.(*cron.SpecSchedule); ok {
 		ss.Location = time.UTC
 	}
-	return Spec{loc: loc, wall: s, constant: constant}, nil
+	sp := Spec{loc: loc, wall: s, constant: constant}
+	sp.minGap = sp.shortestGap()
+	return sp, nil
+}
+
+// gapReference is where MinGap starts looking: a fixed Monday, so every process computes the
+// same gap for the same spec.
+var gapReference = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// MinGap is the shortest time between two consecutive fires over the week after a fixed
+// reference (zero when the spec fires less than twice in it). A per-goal phase below it keeps
+// every fire's run time before the next fire.
+func (s Spec) MinGap() time.Duration { return s.minGap }
+
+func (s Spec) shortestGap() time.Duration {
+	var gap time.Duration
+	end := gapReference.Add(8 * 24 * time.Hour)
+	prev := s.Next(gapReference)
+	for range maxFiresScan {
+		if prev.IsZero() || prev.After(end) {
+			break
+		}
+		next := s.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		if d := next.Sub(prev); gap == 0 || d < gap {
+			gap = d
+		}
+		prev = next
+	}
+	return gap
 }
 
 // Validate checks a spec and zone the way the scheduler will read them; the API calls it
@@ -138,7 +170,7 @@ func sameWall(at, w time.Time) bool {
 
 // Jitter is the deterministic delay of a goal's schedules, in [0, max): the same goal always
 // gets the same delay, so replicas agree and a restart changes nothing, while goals sharing
-// a spec spread over max.
+// a spec spread over max (like Jenkins' H). The scheduler caps max at the schedule's MinGap.
 func Jitter(goalID string, max time.Duration) time.Duration {
 	if max <= 0 {
 		return 0

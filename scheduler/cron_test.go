@@ -127,3 +127,30 @@ func TestJitter(t *testing.T) {
 	require.Len(t, seen, 6, "200 goals spread over every 10 s bucket of the minute")
 	require.Zero(t, Jitter("g", 0))
 }
+
+// MinGap is the shortest time between two fires; a goal's phase stays below it, so with the
+// spread set to the whole interval (SpreadInterval) goals sharing a 30-minute spec
+// fire evenly over the 30 minutes, each at the same phase every time.
+func TestSpreadStaysWithinTheInterval(t *testing.T) {
+	t.Parallel()
+	for spec, want := range map[string]time.Duration{
+		"* * * * *": time.Minute, "*/30 * * * *": 30 * time.Minute, "0 9 * * 1-5": 24 * time.Hour,
+		"@every 5m": 5 * time.Minute, "0 0 1 1 *": 0,
+	} {
+		s, err := ParseSpec(spec, "Asia/Shanghai")
+		require.NoError(t, err)
+		require.Equal(t, want, s.MinGap(), spec)
+	}
+	gap := 30 * time.Minute
+	buckets := make([]int, 30)
+	for i := range 30000 {
+		j := Jitter(fmt.Sprintf("g%07d", i), gap)
+		require.Less(t, j, gap)
+		require.GreaterOrEqual(t, j, time.Duration(0))
+		buckets[int(j/time.Minute)]++
+	}
+	for m, n := range buckets {
+		require.InDelta(t, 1000, n, 200, "minute %d of the interval", m)
+	}
+	require.Equal(t, Jitter("g0000001", gap), Jitter("g0000001", gap), "stable")
+}

@@ -28,8 +28,9 @@
 //     answer (quota.Decide over the snapshot) and keep the cron cadence.
 //   - A new todo, an inbox message or an answered gate re-arms the goal's heartbeats (a
 //     trigger), so work arriving during a long backoff is picked up at the next cron time.
-//   - Each goal's schedules are delayed by a deterministic jitter in [0, MaxJitter), the same
-//     on every replica, so goals sharing a spec do not burst.
+//   - Each goal's schedules are delayed by a deterministic phase in [0, MaxJitter), below the
+//     schedule's shortest interval and the same on every replica (like Jenkins' H), so goals
+//     sharing a spec do not burst; SpreadInterval spreads them over the whole interval.
 //   - Report digests: one per (goal, window end), whatever the replicas and restarts.
 //   - Gate reminders back off (30, 60, 120 minutes, then every 120), deduplicated by gate and
 //     reminder number, and escalate to every owner by direct message from the Nth; a gate is

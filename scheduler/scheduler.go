@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -39,7 +40,9 @@ type Config struct {
 	// Replica names this process in tick rows (host:pid or similar) and, with a random
 	// suffix, in its claims on schedules.
 	Replica string
-	// MaxJitter bounds the deterministic per-goal delay; 0 means 60 s, negative means none.
+	// MaxJitter bounds the deterministic per-goal delay (the phase that spreads schedules
+	// sharing a fire time), always below the schedule's shortest interval; 0 means 60 s,
+	// negative means none, SpreadInterval means the whole interval.
 	MaxJitter time.Duration
 	// Batch is how many due schedules one transaction claims; 0 means 200.
 	Batch int
@@ -194,7 +197,19 @@ func (s *Scheduler) spec(spec, tz string) (Spec, error) {
 	return p, nil
 }
 
-func (s *Scheduler) jitter(goalID string) time.Duration { return Jitter(goalID, s.cfg.MaxJitter) }
+// SpreadInterval as Config.MaxJitter spreads each schedule's goals over its whole interval:
+// a million goals with a 30-minute heartbeat fire about 555 a second, not all at once.
+const SpreadInterval = time.Duration(math.MaxInt64)
+
+// jitter is a goal's phase on a schedule: below MaxJitter and below the spec's shortest
+// interval, so a fire always runs before the next one is due.
+func (s *Scheduler) jitter(goalID string, spec Spec) time.Duration {
+	max := s.cfg.MaxJitter
+	if g := spec.MinGap(); g > 0 && g < max {
+		max = g
+	}
+	return Jitter(goalID, max)
+}
 
 // arm computes the next fire of up to Batch schedules whose spec or state changed, in one
 // transaction, and returns how many it armed.
@@ -224,7 +239,7 @@ func (s *Scheduler) plan(list []store.Schedule) []store.SchedulePlan {
 			s.log.Warn("schedule disabled: spec does not parse", "goal_id", sc.GoalID, "schedule_id", sc.ID, "err", err)
 			continue
 		}
-		j := s.jitter(sc.GoalID)
+		j := s.jitter(sc.GoalID, spec)
 		fire := sc.NextFireAt
 		if fire.IsZero() || !fire.Add(j).Before(now) {
 			fire = spec.NextAtOrAfter(now)
@@ -347,7 +362,7 @@ func (s *Scheduler) passedFires(sc store.Schedule, now time.Time) []time.Time {
 	if err != nil {
 		return fires
 	}
-	j := s.jitter(sc.GoalID)
+	j := s.jitter(sc.GoalID, spec)
 	// Walk at most MaxMissedRows+1 fires; beyond that, jump to the newest passed fire so the
 	// catch-up still acts on it, and sum the gap into the oldest missed row.
 	for f := spec.Next(sc.NextFireAt); !f.IsZero() && !f.Add(j).After(now); f = spec.Next(f) {
@@ -421,8 +436,8 @@ func TurnInstanceID(scheduleID int64, fire time.Time) string {
 // last tick gets its outcome once its digest is written (settleReport).
 func (s *Scheduler) settle(now, decided time.Time, w *fired) store.ScheduleAdvance {
 	sc := w.sched
-	j := s.jitter(sc.GoalID)
 	spec, specErr := s.spec(sc.Spec, sc.TZ)
+	j := s.jitter(sc.GoalID, spec)
 	last := w.fires[len(w.fires)-1]
 	w.ticks = w.ticks[:0]
 	for i, f := range w.fires[:len(w.fires)-1] {

@@ -13,6 +13,7 @@ import (
 
 	"loopx/bot"
 	"loopx/inbox"
+	"loopx/scheduler"
 )
 
 // DefaultListen is where `loopx serve` listens and the CLI connects when nothing is set.
@@ -50,7 +51,10 @@ func (l LarkConfig) botConfig() bot.Config {
 type SchedulerConfig struct {
 	Enabled   bool          // LOOPX_SCHEDULER (default on)
 	Demo      bool          // LOOPX_DEMO: seed the demo goal in sandbox mode (default on)
-	MaxJitter time.Duration // LOOPX_JITTER_MAX; negative = none (LOOPX_JITTER_MAX=0), 0 = the default
+	// MaxJitter (LOOPX_JITTER_MAX) bounds each goal's stable phase past its cron time;
+	// negative = none (LOOPX_JITTER_MAX=0), 0 = the default, scheduler.SpreadInterval =
+	// "interval" (spread over the schedule's whole interval).
+	MaxJitter time.Duration
 	ExecShell bool          // LOOPX_EXEC_SHELL: exec agents may use a shell command line
 	AgentURL  string        // LOOPX_AGENT_URL: the URL agents call back on; "" = from Listen
 	// TestClock, process-level tests only (LOOPX_TEST_CLOCK): an accelerated clock that every
@@ -179,11 +183,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 		cfg.Inbox.MaxPending = n
 	}
-	if v := getenv("LOOPX_JITTER_MAX"); v != "" {
+	if v := getenv("LOOPX_JITTER_MAX"); strings.EqualFold(v, "interval") {
+		cfg.Scheduler.MaxJitter = scheduler.SpreadInterval
+	} else if v != "" {
 		j, err := time.ParseDuration(v)
 		switch {
 		case err != nil || j < 0 || j > 24*time.Hour:
-			bad("LOOPX_JITTER_MAX", "%q is not a duration between 0 and 24h such as 60s", v)
+			bad("LOOPX_JITTER_MAX", "%q is not interval or a duration between 0 and 24h such as 60s", v)
 		case j == 0:
 			cfg.Scheduler.MaxJitter = -1 // none
 		default:
