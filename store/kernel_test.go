@@ -741,10 +741,10 @@ func TestRenewTurnAndPruneReceipts(t *testing.T) {
 
 	_, err = st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "x", Meta: store.Meta{Actor: "admin", Surface: "api", IdempotencyKey: "k1"}})
 	require.NoError(t, err)
-	n, err := st.PruneReceipts(ctx, c.Now().Add(-time.Hour))
+	p, err := st.Prune(ctx, store.Retention{Receipts: time.Hour}, c.Now())
 	require.NoError(t, err)
-	require.Zero(t, n)
-	n, err = st.PruneReceipts(ctx, c.Now().Add(time.Second))
+	require.Zero(t, p.Receipts)
+	p, err = st.Prune(ctx, store.Retention{Receipts: time.Hour}, c.Now().Add(time.Hour+time.Second))
 	require.NoError(t, err)
-	require.Equal(t, int64(1), n)
+	require.Equal(t, int64(1), p.Receipts)
 }

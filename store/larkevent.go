@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // RecordLarkEvent records a Lark event id inside the caller's transaction and reports whether
@@ -21,17 +20,4 @@ func RecordLarkEvent(ctx context.Context, db DB, eventID, eventType string) (boo
 		return false, fmt.Errorf("record lark event: %w", mapErr(err))
 	}
 	return tag.RowsAffected() == 1, nil
-}
-
-// PruneLarkEvents deletes lark_event rows received more than olderThan ago (Lark stops
-// redelivering after about 7 hours; keep a week).
-func (s *Store) PruneLarkEvents(ctx context.Context, olderThan time.Duration) (int64, error) {
-	if olderThan < time.Hour {
-		return 0, Errorf(ErrInvalid, "olderThan", "must be at least an hour (Lark redelivers for about 7 h), got %s", olderThan)
-	}
-	tag, err := s.DB().Exec(ctx, `DELETE FROM lark_event WHERE received_at < now() - $1 * interval '1 microsecond'`, olderThan.Microseconds())
-	if err != nil {
-		return 0, fmt.Errorf("prune lark events: %w", mapErr(err))
-	}
-	return tag.RowsAffected(), nil
 }

@@ -292,28 +292,3 @@ func TestListenOutboxWakesOnInsert(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
-
-func TestPruneLarkEvents(t *testing.T) {
-	t.Parallel()
-	s := storetest.New(t, store.Options{})
-	ctx := t.Context()
-	_, err := s.DB().Exec(ctx, `
-INSERT INTO lark_event (event_id, event_type, received_at) VALUES
- ('old', 'im.message.receive_v1', now() - interval '8 days'),
- ('new', 'im.message.receive_v1', now() - interval '1 day')`)
-	require.NoError(t, err)
-	n, err := s.PruneLarkEvents(ctx, 7*24*time.Hour)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
-	var left []string
-	rows, err := s.DB().Query(ctx, `SELECT event_id FROM lark_event`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		left = append(left, id)
-	}
-	require.Equal(t, []string{"new"}, left)
-	_, err = s.PruneLarkEvents(ctx, time.Minute)
-	require.ErrorIs(t, err, store.ErrInvalid)
-}

@@ -71,14 +71,3 @@ func saveReceipt(ctx context.Context, db DB, rc Receipt) error {
 	}
 	return nil
 }
-
-// PruneReceipts deletes idempotency receipts older than cutoff and returns how many. Keep
-// them at least as long as clients retry; heartbeat receipts also let spend-slot tell a
-// skipped turn from an unknown one.
-func (s *Store) PruneReceipts(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.DB().Exec(ctx, `DELETE FROM receipt WHERE created_at < $1`, cutoff)
-	if err != nil {
-		return 0, fmt.Errorf("prune receipts: %w", mapErr(err))
-	}
-	return tag.RowsAffected(), nil
-}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"loopx/scheduler"
+
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 )
@@ -164,10 +166,26 @@ func TestConfigOnOffSettingsAreStrict(t *testing.T) {
 		_, err := loadConfig(env(map[string]string{"HOME": "/h", k: v}))
 		require.ErrorContains(t, err, k)
 	}
+	cfg, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_JITTER_MAX": "interval"}))
+	require.NoError(t, err)
+	require.Equal(t, scheduler.SpreadInterval, cfg.Scheduler.MaxJitter)
 	cfg, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_JITTER_MAX": "0", "LOOPX_REPLICA": "r1"}))
 	require.NoError(t, err)
 	require.Negative(t, cfg.Scheduler.MaxJitter, "0 means no jitter at all")
 	require.Equal(t, "r1", cfg.Replica)
+	// Retention windows: days or Go durations, forever, and floors that keep what a window
+	// needs (Lark's 7-hour redelivery, the longest quota window).
+	cfg, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_RETAIN_AUDIT": "730d", "LOOPX_RETAIN_INBOX": "forever",
+		"LOOPX_RETAIN_DECISIONS": "36h"}))
+	require.NoError(t, err)
+	require.Equal(t, 730*24*time.Hour, cfg.Retention.Audit)
+	require.Zero(t, cfg.Retention.Inbox)
+	require.Equal(t, 36*time.Hour, cfg.Retention.Decisions)
+	require.Equal(t, 7*24*time.Hour, cfg.Retention.LarkEvents, "the default")
+	for k, v := range map[string]string{"LOOPX_RETAIN_LARK_EVENTS": "1h", "LOOPX_RETAIN_RUNS": "7d", "LOOPX_RETAIN_AUDIT": "soon"} {
+		_, err := loadConfig(env(map[string]string{"HOME": "/h", k: v}))
+		require.ErrorContains(t, err, k)
+	}
 	// Several bad settings are all named at once.
 	_, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_BOT": "x", "LOOPX_LANG": "fr"}))
 	require.ErrorContains(t, err, "LOOPX_BOT")

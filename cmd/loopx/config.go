@@ -14,6 +14,7 @@ import (
 	"loopx/bot"
 	"loopx/inbox"
 	"loopx/scheduler"
+	"loopx/store"
 )
 
 // DefaultListen is where `loopx serve` listens and the CLI connects when nothing is set.
@@ -49,14 +50,14 @@ func (l LarkConfig) botConfig() bot.Config {
 
 // SchedulerConfig is what the scheduler wiring reads.
 type SchedulerConfig struct {
-	Enabled   bool          // LOOPX_SCHEDULER (default on)
-	Demo      bool          // LOOPX_DEMO: seed the demo goal in sandbox mode (default on)
+	Enabled bool // LOOPX_SCHEDULER (default on)
+	Demo    bool // LOOPX_DEMO: seed the demo goal in sandbox mode (default on)
 	// MaxJitter (LOOPX_JITTER_MAX) bounds each goal's stable phase past its cron time;
 	// negative = none (LOOPX_JITTER_MAX=0), 0 = the default, scheduler.SpreadInterval =
 	// "interval" (spread over the schedule's whole interval).
 	MaxJitter time.Duration
-	ExecShell bool          // LOOPX_EXEC_SHELL: exec agents may use a shell command line
-	AgentURL  string        // LOOPX_AGENT_URL: the URL agents call back on; "" = from Listen
+	ExecShell bool   // LOOPX_EXEC_SHELL: exec agents may use a shell command line
+	AgentURL  string // LOOPX_AGENT_URL: the URL agents call back on; "" = from Listen
 	// TestClock, process-level tests only (LOOPX_TEST_CLOCK): an accelerated clock that every
 	// replica computes alike. Zero Scale = the real clock.
 	TestClock testClock
@@ -107,6 +108,18 @@ type Config struct {
 	// host:pid.
 	Replica   string
 	Scheduler SchedulerConfig
+	// Retention: how long each kind of record is kept (LOOPX_RETAIN_*; zero keeps it for
+	// ever). Schedule fires follow Retention.Decisions.
+	Retention store.Retention
+}
+
+// defaultRetention keeps records long enough for every use LoopX has of them: Lark stops
+// redelivering after about 7 hours, a weekly report reads a week of decisions, a person
+// replies in a bot message's thread within days, and the audit trail is kept a year.
+func defaultRetention() store.Retention {
+	day := 24 * time.Hour
+	return store.Retention{Decisions: 14 * day, LarkEvents: 7 * day, Receipts: 7 * day, Outbox: 14 * day,
+		Inbox: 14 * day, Audit: 365 * day, Runs: 90 * day}
 }
 
 // loadConfig reads and validates the environment.
@@ -210,6 +223,36 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	case cfg.DatabaseURL == "":
 		cfg.SandboxState = filepath.Join(cfg.Home, "sandbox")
 	}
+	cfg.Retention = defaultRetention()
+	for _, r := range []struct {
+		name     string
+		min, max time.Duration
+		into     *time.Duration
+	}{
+		{"LOOPX_RETAIN_DECISIONS", time.Hour, 0, &cfg.Retention.Decisions},
+		{"LOOPX_RETAIN_LARK_EVENTS", 8 * time.Hour, 0, &cfg.Retention.LarkEvents},
+		{"LOOPX_RETAIN_RECEIPTS", time.Hour, 0, &cfg.Retention.Receipts},
+		{"LOOPX_RETAIN_OUTBOX", time.Hour, 0, &cfg.Retention.Outbox},
+		{"LOOPX_RETAIN_INBOX", time.Hour, 0, &cfg.Retention.Inbox},
+		{"LOOPX_RETAIN_AUDIT", 24 * time.Hour, 0, &cfg.Retention.Audit},
+		// Runs hold the spends a quota window sums: never shorter than the longest window.
+		{"LOOPX_RETAIN_RUNS", 31 * 24 * time.Hour, 0, &cfg.Retention.Runs},
+	} {
+		v := getenv(r.name)
+		if v == "" {
+			continue
+		}
+		if strings.EqualFold(v, "forever") {
+			*r.into = 0
+			continue
+		}
+		d, err := parseDays(v)
+		if err != nil || d < r.min {
+			bad(r.name, "%q is not forever or a duration of at least %s (such as 14d or 36h)", v, formatDays(r.min))
+			continue
+		}
+		*r.into = d
+	}
 	if cfg.Replica == "" {
 		host, _ := os.Hostname()
 		cfg.Replica = cmp.Or(host, "loopx") + ":" + strconv.Itoa(os.Getpid())
@@ -243,6 +286,25 @@ func loadLarkConfig(getenv func(string) string) (LarkConfig, bool, error) {
 		return l, true, nil
 	}
 	return l, false, l.botConfig().Validate()
+}
+
+// parseDays reads a duration that may be given in days (14d), or as Go writes one (36h).
+func parseDays(v string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(strings.TrimSpace(v), "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 || days > 36500 {
+			return 0, fmt.Errorf("%q is not a number of days", v)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(v)
+}
+
+func formatDays(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return d.String()
 }
 
 // parseBool reads an on/off setting: 1, true, yes, on or 0, false, no, off (any case); ""

@@ -3,20 +3,8 @@ package main
 import (
 	"context"
 	"time"
-)
 
-// Retention: how long each kind of record is kept. This component owns every such constant;
-// nothing else prunes.
-const (
-	// receiptRetention keeps idempotency receipts as long as Lark may redeliver an event
-	// (about 7 hours) and clients retry, with a wide margin, so a late replay still finds its
-	// receipt.
-	receiptRetention = 7 * 24 * time.Hour
-	// larkEventRetention keeps processed Lark event ids: Lark redelivers for about 7 hours.
-	larkEventRetention = 7 * 24 * time.Hour
-	// tickRetention keeps schedule fires longer than any report window (a month), so digests
-	// lose nothing they show.
-	tickRetention = 35 * 24 * time.Hour
+	"loopx/store"
 )
 
 // Sweep cadences.
@@ -29,27 +17,30 @@ const (
 
 // wireMaintenance runs the sweeps every replica may run: live turns whose lease passed are
 // ended as abandoned (so a crashed runner never leaves a goal busy for ever, and the audit
-// says why), and old receipts, Lark event ids and schedule fires are pruned. Each sweep is
-// idempotent, so replicas running them at once do no harm.
+// says why), and records older than their retention (Config.Retention, LOOPX_RETAIN_*) are
+// pruned. It owns every retention: nothing else deletes old rows. Each sweep is idempotent,
+// so replicas running them at once do no harm.
 func wireMaintenance(_ context.Context, d *deps) ([]component, error) {
 	logger := d.logger.With("component", "maintenance")
+	keep := d.cfg.Retention
 	prune := func(ctx context.Context) {
-		now := d.now()
-		if n, err := d.store.PruneReceipts(ctx, now.Add(-receiptRetention)); err != nil && ctx.Err() == nil {
-			logger.Warn("prune receipts", "err", err)
-		} else if n > 0 {
-			logger.Info("pruned idempotency receipts", "rows", n)
+		p, err := d.store.Prune(ctx, keep, d.now())
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("prune old records", "err", err)
 		}
-		if n, err := d.store.PruneLarkEvents(ctx, larkEventRetention); err != nil && ctx.Err() == nil {
-			logger.Warn("prune lark events", "err", err)
-		} else if n > 0 {
-			logger.Info("pruned lark events", "rows", n)
+		if p != (store.Pruned{}) {
+			logger.Info("pruned old records", "decisions", p.Decisions, "lark_events", p.LarkEvents,
+				"receipts", p.Receipts, "outbox", p.Outbox, "inbox", p.Inbox, "unrouted", p.Unrouted,
+				"audit", p.Audit, "runs", p.Runs, "spends", p.Spends)
 		}
 		if _, err := d.store.PruneSendRates(ctx); err != nil && ctx.Err() == nil {
 			logger.Warn("prune send rates", "err", err)
 		}
-		// Fires are recorded in the scheduler's time.
-		cutoff := d.schedulerNow().Add(-tickRetention)
+		if keep.Decisions <= 0 {
+			return
+		}
+		// Schedule fires are recorded in the scheduler's time.
+		cutoff := d.schedulerNow().Add(-keep.Decisions)
 		for range tickPruneRounds {
 			n, err := d.store.PruneTicks(ctx, cutoff, tickPruneBatch)
 			if err != nil && ctx.Err() == nil {
