@@ -25,6 +25,11 @@ var allowedImports = map[string][]string{
 	"loopx/bot/sandbox":     {},
 	"loopx/cmd/loopx":       nil, // everything
 	"loopx":                 {},  // the module root holds only the dependency pin file
+
+	// The API's Go client speaks the API's types only; the MCP server calls the API through
+	// it and never the store (it imports store, inbox and quota for their answer types).
+	"loopx/router/apiclient": {"loopx/router/api"},
+	"loopx/router/mcp":       {"loopx/router/api", "loopx/router/apiclient", "loopx/store", "loopx/inbox", "loopx/scheduler/quota", "loopx/templates"},
 }
 
 func ruleFor(pkg string) (string, []string) {
@@ -104,4 +109,7 @@ func TestDependencyRuleCatchesViolations(t *testing.T) {
 	require.True(t, allowed("loopx/bot", "loopx/router"))
 	require.False(t, allowed("loopx/bot", "loopx/router/api"))
 	require.True(t, allowed("loopx/store/storetest", "loopx/store"))
+	require.True(t, allowed("loopx/router/mcp", "loopx/router/apiclient"))
+	require.False(t, allowed("loopx/router/apiclient", "loopx/store"))
+	require.False(t, allowed("loopx/router/mcp", "loopx/router"))
 }
