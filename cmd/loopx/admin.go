@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"loopx/router/apiclient"
 	"loopx/store"
 )
 
@@ -110,7 +111,7 @@ server cannot be reached.`,
 			var checks []check
 			hc := &http.Client{Timeout: 5 * time.Second}
 			get := func(path string) (int, []byte, error) {
-				resp, err := hc.Get(c.base + path)
+				resp, err := hc.Get(c.BaseURL() + path)
 				if err != nil {
 					return 0, nil, err
 				}
@@ -120,9 +121,9 @@ server cannot be reached.`,
 			}
 			code, _, err := get("/healthz")
 			if err != nil {
-				return unreachableError{fmt.Errorf("reach loopx server at %s: %w (is loopx serve running?)", c.base, err)}
+				return unreachableError{fmt.Errorf("reach loopx server at %s: %w (is loopx serve running?)", c.BaseURL(), err)}
 			}
-			checks = append(checks, check{Name: "server", OK: code == http.StatusOK, Detail: fmt.Sprintf("%s/healthz answered %d", c.base, code)})
+			checks = append(checks, check{Name: "server", OK: code == http.StatusOK, Detail: fmt.Sprintf("%s/healthz answered %d", c.BaseURL(), code)})
 
 			code, body, err := get("/readyz")
 			var rz struct {
@@ -140,7 +141,7 @@ server cannot be reached.`,
 				check{Name: "migrations", OK: err == nil && code == http.StatusOK && rz.Migrations.Current == rz.Migrations.Latest,
 					Detail: fmt.Sprintf("version %d of %d", rz.Migrations.Current, rz.Migrations.Latest)})
 
-			raw, err := c.call(ctx, http.MethodGet, "/v1/whoami", nil, nil)
+			raw, err := c.Do(ctx, apiclient.Request{Method: http.MethodGet, Path: "/v1/whoami"})
 			tok := check{Name: "token", OK: err == nil}
 			if err != nil {
 				tok.Detail = err.Error()

@@ -73,6 +73,7 @@ func wirings() []wireFunc {
 		wireScheduler,
 		wireInbox,
 		wireMaintenance,
+		wireMCP,
 	}
 }
 

@@ -108,7 +108,7 @@ func (s *Server) goalStatus(ctx context.Context, r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	for _, sc := range scheds {
-		if sc.Kind != store.ScheduleHeartbeat || sc.AgentID != agent {
+		if sc.Kind != store.ScheduleHeartbeat || sc.AgentID != agent || sc.Spec == "" {
 			continue
 		}
 		hb := &HeartbeatStatus{Spec: sc.Spec, TZ: sc.TZ, Enabled: sc.Enabled, Held: sc.Held}

@@ -58,6 +58,17 @@ func New(opts Options) (*Client, error) {
 // BaseURL is the server the client calls, without a trailing slash.
 func (c *Client) BaseURL() string { return c.base }
 
+// Token is the bearer token the client sends.
+func (c *Client) Token() string { return c.token }
+
+// WithToken returns a client of the same server and transport that sends token.
+func (c *Client) WithToken(token string) (*Client, error) {
+	if token == "" {
+		return nil, errors.New("no token: the API needs the admin token or an agent token")
+	}
+	return &Client{base: c.base, token: token, http: c.http}, nil
+}
+
 // Request is one API call.
 type Request struct {
 	Method string // GET, POST, PATCH
