@@ -17,7 +17,13 @@ var toolNames = []string{"should_run", "todo_list", "todo_add", "todo_claim", "t
 	"evidence_add", "gate_ask", "gate_list", "inbox_drain", "inbox_ack", "inbox_reply", "refresh_state",
 	"spend_slot", "goal_status"}
 
-const description = "Run one LoopX-governed turn on this project's goal: should_run first, then one bounded slice of the selected todo, evidence, refresh_state and spend_slot."
+const description = "Run one LoopX-governed turn on this project's goal (should_run first, then one bounded slice of the selected todo, evidence, refresh_state and spend_slot)."
+
+// yamlString writes s as a double-quoted YAML scalar.
+func yamlString(s string) string {
+	b, _ := marshal(s) // a JSON string is a valid double-quoted YAML scalar
+	return string(b)
+}
 
 // turnSteps are the steps of one turn, the same for every host. task says where the user's
 // task comes from in this host.
@@ -53,7 +59,7 @@ func claudeSkill() string {
 	}
 	return `---
 name: ` + CommandName + `
-description: ` + description + ` Use at the start of every turn of a loop on this project.
+description: ` + yamlString(description+" Use at the start of every turn of a loop on this project.") + `
 argument-hint: "[task]"
 allowed-tools: ` + strings.Join(allowed, ", ") + `
 ---
@@ -72,7 +78,7 @@ next wake-up ` + "`scheduler_hint.interval_minutes`" + ` minutes later (3 to 10 
 func codexSkill() string {
 	return `---
 name: ` + CommandName + `
-description: ` + description + `
+description: ` + yamlString(description) + `
 ---
 <!-- ` + Marker + ` -->
 ` + turnSteps("what the user wrote with `$loopx` (nothing: work on what `should_run` selects).") + `
@@ -97,7 +103,7 @@ Cursor has no built-in loop: run ` + "`/loopx`" + ` again for the next turn, aft
 // cursorRule is .cursor/rules/loopx.mdc, applied to every agent request.
 func cursorRule() string {
 	return `---
-description: LoopX governs the agent turns of this project
+description: "LoopX governs the agent turns of this project"
 alwaysApply: true
 ---
 <!-- ` + Marker + ` -->
@@ -110,7 +116,7 @@ with its ` + "`should_run`" + ` tool and work only when it answers should_run=tr
 // openCodeCommand is .opencode/commands/loopx.md: /loopx <task>.
 func openCodeCommand() string {
 	return `---
-description: ` + description + `
+description: ` + yamlString(description) + `
 ---
 <!-- ` + Marker + ` -->
 ` + turnSteps(`"$ARGUMENTS" (empty: work on what `+"`should_run`"+` selects).`) + `

@@ -186,20 +186,21 @@ func missingDirs(dir string) []string {
 // apply merges spec's items into old and returns the new content and the items as
 // recorded (Mine: added by this install or an earlier one).
 func apply(spec fileSpec, old []byte, prev *FileRecord) ([]byte, []Item, error) {
-	wasMine := func(it Item) bool {
+	// earlier returns this item as an earlier install recorded it, when that install added it.
+	earlier := func(it Item) *Item {
 		if prev == nil {
-			return false
+			return nil
 		}
-		for _, p := range prev.Items {
+		for i, p := range prev.Items {
 			if p.Kind == it.Kind && slices.Equal(p.Keys, it.Keys) && p.Mine {
-				return true
+				return &prev.Items[i]
 			}
 		}
-		return false
+		return nil
 	}
 	switch spec.kind {
 	case kindJSON:
-		return applyJSON(spec, old, wasMine)
+		return applyJSON(spec, old, earlier)
 	case kindTOML, kindMarkdown:
 		it := spec.items[0]
 		next, err := putBlock(spec, old, it.Text)
@@ -219,7 +220,16 @@ func apply(spec fileSpec, old []byte, prev *FileRecord) ([]byte, []Item, error) 
 	return nil, nil, fmt.Errorf("unknown file kind %q", spec.kind)
 }
 
-func applyJSON(spec fileSpec, old []byte, wasMine func(Item) bool) ([]byte, []Item, error) {
+func applyJSON(spec fileSpec, old []byte, earlier func(Item) *Item) ([]byte, []Item, error) {
+	// keep marks it as added by an earlier install, with what that install created.
+	keep := func(it Item) (Item, bool) {
+		e := earlier(it)
+		if e == nil {
+			return it, false
+		}
+		it.Mine, it.Created, it.CreatedList = true, e.Created, e.CreatedList
+		return it, true
+	}
 	doc := &node{isObj: true}
 	unit := "  "
 	if len(bytes.TrimSpace(old)) > 0 {
@@ -235,8 +245,7 @@ func applyJSON(spec fileSpec, old []byte, wasMine func(Item) bool) ([]byte, []It
 	var items []Item
 	for _, it := range spec.items {
 		if it.OnlyNew && old != nil {
-			if wasMine(it) { // written when this install created the file: still ours
-				it.Mine = true
+			if it, ok := keep(it); ok { // written when this install created the file: still ours
 				items = append(items, it)
 			}
 			continue
@@ -258,10 +267,10 @@ func applyJSON(spec fileSpec, old []byte, wasMine func(Item) bool) ([]byte, []It
 				parent.set(last, val)
 				it.Mine, it.Created = true, created
 			case cur.canonical() == val.canonical():
-				it.Mine = wasMine(it)
-			case wasMine(it):
+				it, _ = keep(it)
+			case earlier(it) != nil:
 				parent.set(last, val) // ours from an earlier install: update it (a new binary path)
-				it.Mine = true
+				it, _ = keep(it)
 			default:
 				return nil, nil, conflict("%s already has %s, not written by loopx hosts install: remove or rename it, then run the install again", spec.path, strings.Join(it.Keys, "."))
 			}
@@ -276,7 +285,7 @@ func applyJSON(spec fileSpec, old []byte, wasMine func(Item) bool) ([]byte, []It
 			}
 			present := slices.ContainsFunc(cur.arr, func(n *node) bool { return n.canonical() == val.canonical() })
 			if present {
-				it.Mine = wasMine(it)
+				it, _ = keep(it)
 			} else {
 				cur.arr = append(cur.arr, val)
 				it.Mine, it.Created, it.CreatedList = true, created, newList
@@ -296,7 +305,9 @@ func walk(doc *node, keys []string, path string) (*node, int, error) {
 		if next == nil {
 			next = &node{isObj: true}
 			cur.set(k, next)
-			created = len(keys) - i // everything below a new object is new
+			if created == 0 {
+				created = len(keys) - i // everything below a new object is new
+			}
 		}
 		if !next.isObj {
 			return nil, 0, conflict("%s: %s is not an object", path, strings.Join(keys[:i+1], "."))
