@@ -276,15 +276,23 @@ func TestMCPGovernedTurn(t *testing.T) {
 	})
 }
 
-// cliIn runs the real binary in dir against s with token ("" = none) and extra environment.
+// cliIn runs the real binary in dir against s with token ("" = none) and extra environment
+// (later values win).
 func (s *server) cliIn(t *testing.T, dir, token string, env []string, args ...string) cliResult {
+	t.Helper()
+	full := append(baseEnv(), "LOOPX_URL="+s.url)
+	if token != "" {
+		full = append(full, "LOOPX_TOKEN="+token)
+	}
+	return runBinary(t, dir, append(full, env...), args...)
+}
+
+// runBinary runs the loopx binary in dir with exactly env.
+func runBinary(t *testing.T, dir string, env []string, args ...string) cliResult {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), loopxBinary(t), args...)
 	cmd.Dir = dir
-	cmd.Env = append(append(baseEnv(), "LOOPX_URL="+s.url), env...)
-	if token != "" {
-		cmd.Env = append(cmd.Env, "LOOPX_TOKEN="+token)
-	}
+	cmd.Env = env
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
