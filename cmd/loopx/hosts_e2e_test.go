@@ -247,3 +247,28 @@ func codexServerTools(t *testing.T, codex, dir string, env []string) map[string]
 	t.Fatalf("codex app-server gave no server status: %v", sc.Err())
 	return nil
 }
+
+// TestOpenCodeConnectsToTheInstalledServer: the real OpenCode CLI connects to the installed
+// server (opencode mcp list runs the handshake) and loads the /loopx command.
+func TestOpenCodeConnectsToTheInstalledServer(t *testing.T) {
+	t.Parallel()
+	opencode := hostCLI(t, "opencode", "opencode-ai")
+	home := t.TempDir()
+	project := connectedProject(t, home)
+	env := append(hostEnv(home), "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
+		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "XDG_STATE_HOME="+filepath.Join(home, ".local", "state"))
+	r := loopxIn(t, project, home, "hosts", "install", "--host", "opencode")
+	require.Equal(t, 0, r.code, r.stderr)
+	out := runHost(t, project, env, opencode, "mcp", "list")
+	require.Regexp(t, `✓ loopx\S*\s+\S*connected`, out)
+	t.Logf("opencode mcp list:\n%s", out)
+	var cfg struct {
+		Command map[string]struct {
+			Template string `json:"template"`
+		} `json:"command"`
+	}
+	out = runHost(t, project, env, opencode, "debug", "config")
+	require.NoError(t, json.Unmarshal([]byte(jsonPart(out)), &cfg), out)
+	require.Contains(t, cfg.Command, "loopx")
+	require.Contains(t, cfg.Command["loopx"].Template, "should_run")
+}
