@@ -62,13 +62,33 @@ func runHost(t *testing.T, dir string, env []string, bin string, args ...string)
 // connectedProject returns a project folder connected to a real server (goal hosts, agent
 // codex) for a user whose home is home.
 func connectedProject(t *testing.T, home string) string {
+	project, _ := connectedProjectOn(t, home)
+	return project
+}
+
+func connectedProjectOn(t *testing.T, home string) (string, *server) {
 	t.Helper()
 	s := startServe(t, map[string]string{"DATABASE_URL": storetest.NewDatabase(t), "LOOPX_ADMIN_TOKEN": e2eAdminToken, "LOOPX_SCHEDULER": "off"})
 	project := filepath.Join(t.TempDir(), "hosts")
 	require.NoError(t, os.Mkdir(project, 0o755))
 	r := s.cliIn(t, project, e2eAdminToken, []string{"HOME=" + home}, "connect", "--agent-id", "codex")
 	require.Equal(t, 0, r.code, r.stderr)
-	return project
+	return project, s
+}
+
+// storedToken reads the agent token loopx connect kept for the user whose home is home.
+func storedToken(t *testing.T, home string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(home, ".config", "loopx", "credentials.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Tokens []struct {
+			Token string `json:"token"`
+		} `json:"tokens"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Len(t, doc.Tokens, 1)
+	return doc.Tokens[0].Token
 }
 
 // loopx runs the binary in dir for the user whose home is home.
@@ -84,7 +104,7 @@ func TestClaudeCodeConnectsToTheInstalledServer(t *testing.T) {
 	t.Parallel()
 	claude := hostCLI(t, "claude", "@anthropic-ai/claude-code")
 	home := t.TempDir()
-	project := connectedProject(t, home)
+	project, s := connectedProjectOn(t, home)
 	bin := loopxBinary(t)
 	env := hostEnv(home)
 	connected := "loopx: " + bin + " mcp - ✔ Connected"
@@ -106,6 +126,15 @@ func TestClaudeCodeConnectsToTheInstalledServer(t *testing.T) {
 	}
 	out = runHost(t, project, env, claude, "mcp", "list")
 	require.NotContains(t, out, "loopx:", "uninstalled")
+
+	// A remote host: /mcp on loopx serve with the agent's token from the environment (the
+	// file holds ${LOOPX_TOKEN}, not the token).
+	runHost(t, project, env, claude, "mcp", "add", "--transport", "http", "loopx-remote", s.url+"/mcp",
+		"--header", "Authorization: Bearer ${LOOPX_TOKEN}")
+	out = runHost(t, project, append(env, "LOOPX_TOKEN="+storedToken(t, home)), claude, "mcp", "list")
+	require.Contains(t, out, "loopx-remote: "+s.url+"/mcp (HTTP) - ✔ Connected")
+	out = runHost(t, project, append(env, "LOOPX_TOKEN="+e2eAdminToken), claude, "mcp", "list")
+	require.NotContains(t, out, "✔ Connected", "the admin token is refused on /mcp")
 }
 
 // TestCodexListsTheInstalledServer: the real Codex CLI lists the installed server (codex mcp
