@@ -36,8 +36,18 @@ if installed @anthropic-ai/claude-code "$claude_version" && installed @openai/co
 	echo "host-clis: claude-code $claude_version, codex $codex_version and opencode $opencode_version already in $dir" >&2
 else
 	echo "host-clis: installing claude-code $claude_version, codex $codex_version and opencode $opencode_version into $dir" >&2
-	npm install --prefix "$dir" --no-save --no-audit --no-fund --no-update-notifier --loglevel=error \
-		"@anthropic-ai/claude-code@$claude_version" "@openai/codex@$codex_version" "opencode-ai@$opencode_version" >&2
+	for attempt in 1 2 3; do
+		if npm install --prefix "$dir" --no-save --no-audit --no-fund --no-update-notifier --loglevel=error \
+			"@anthropic-ai/claude-code@$claude_version" "@openai/codex@$codex_version" "opencode-ai@$opencode_version" >&2; then
+			break
+		fi
+		if [ "$attempt" = 3 ]; then
+			echo "host-clis: npm install failed 3 times" >&2
+			exit 1
+		fi
+		echo "host-clis: npm install failed; trying again in 5 s" >&2
+		sleep 5
+	done
 fi
 for bin in claude codex opencode; do
 	if [ ! -x "$dir/node_modules/.bin/$bin" ]; then
