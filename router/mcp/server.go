@@ -115,7 +115,8 @@ func (s *server) instructions() string {
 	return text + fmt.Sprintf(" Connected to %s as agent %q on goal %q.", s.api.BaseURL(), s.agent, s.goal)
 }
 
-// errNotConnected is every tool's answer without a connection.
+// connected is nil with a connection; without one it is every tool's answer, saying what to
+// do.
 func (s *server) connected() error {
 	if s.api == nil {
 		return errors.New(s.unconnected)

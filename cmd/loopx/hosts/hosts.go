@@ -81,7 +81,15 @@ func Install(p Params, m *Manifest) (*Plan, error) {
 			plan.Changes = append(plan.Changes, Change{Path: spec.path, Old: old, New: next, mode: spec.mode})
 		}
 	}
-	// Files of an earlier install that this one no longer writes are left as they are.
+	// Files of an earlier install that this one no longer writes (an older loopx wrote
+	// elsewhere) stay in the record, so uninstall still removes what was added there.
+	if prev != nil {
+		for _, f := range prev.Files {
+			if rec.file(f.Path) == nil {
+				rec.Files = append(rec.Files, f)
+			}
+		}
+	}
 	plan.record = rec
 	return plan, nil
 }
