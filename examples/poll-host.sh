@@ -1,8 +1,10 @@
 #!/bin/sh
-# A host-driven loop with the poll runner: LoopX starts nothing; this host (a Codex or Claude
-# Code loop, a CI job, a laptop) asks should-run itself, runs one bounded turn when told to,
-# settles it, and sleeps as long as scheduler_hint says. The scheduler still records a tick
-# per heartbeat fire (read-only), so digests and /status show what the goal is doing.
+# A host-driven loop with the poll runner: LoopX starts nothing; this host (a CI job, a
+# laptop) asks should-run itself, runs one bounded turn when told to, settles it, and sleeps
+# as long as scheduler_hint says. Agent hosts (Claude Code, Codex, Cursor, OpenCode) run the
+# same loop themselves through the MCP server instead: docs/hosts.md. The scheduler still
+# records a tick per heartbeat fire (read-only), so digests and /status show what the goal is
+# doing.
 #
 #   loopx agent register --goal-id G --agent-id host --runner poll   # prints the agent token
 #   LOOPX_URL=http://127.0.0.1:7377 LOOPX_TOKEN=lxa_... sh examples/poll-host.sh G host

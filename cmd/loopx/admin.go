@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"loopx/router/apiclient"
 	"loopx/store"
 )
 
@@ -149,7 +150,7 @@ server cannot be reached.`,
 			tok := check{Name: "token"}
 			if c, err := a.newClient(); err != nil {
 				tok.Detail = err.Error()
-			} else if raw, err := c.call(ctx, http.MethodGet, "/v1/whoami", nil, nil); err != nil {
+			} else if raw, err := c.Do(ctx, apiclient.Request{Method: http.MethodGet, Path: "/v1/whoami"}); err != nil {
 				tok.Detail = err.Error()
 			} else {
 				tok.OK, tok.Detail = true, "valid: "+strings.TrimSpace(string(raw))

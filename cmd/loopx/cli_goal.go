@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"loopx/router/api"
+	"loopx/router/apiclient"
 )
 
 // call runs one API request from a command and prints the answer.
@@ -21,7 +22,7 @@ func (a *app) call(cmd *cobra.Command, method, path string, query url.Values, bo
 	if err != nil {
 		return err
 	}
-	raw, err := c.call(cmd.Context(), method, path, query, body)
+	raw, err := c.Do(cmd.Context(), apiclient.Request{Method: method, Path: path, Query: query, Body: body, IdempotencyKey: a.key()})
 	if err != nil {
 		return err
 	}
@@ -29,13 +30,7 @@ func (a *app) call(cmd *cobra.Command, method, path string, query url.Values, bo
 }
 
 // goalPath is /v1/goals/{goal} with the id escaped; the server validates it.
-func goalPath(goal string, rest ...string) string {
-	p := "/v1/goals/" + url.PathEscape(goal)
-	for _, r := range rest {
-		p += "/" + url.PathEscape(r)
-	}
-	return p
-}
+func goalPath(goal string, rest ...string) string { return apiclient.GoalPath(goal, rest...) }
 
 // goalFlags are the settable fields of a goal, shared by create and set.
 type goalFlags struct {
@@ -200,7 +195,7 @@ func (a *app) currentVersion(cmd *cobra.Command, path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	raw, err := c.call(cmd.Context(), http.MethodGet, path, nil, nil)
+	raw, err := c.Do(cmd.Context(), apiclient.Request{Method: http.MethodGet, Path: path})
 	if err != nil {
 		return 0, err
 	}

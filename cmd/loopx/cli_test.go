@@ -65,8 +65,8 @@ func TestClientReadsTheAdminTokenFromHomeOnlyForTheDefaultURL(t *testing.T) {
 	a := &app{getenv: env(map[string]string{"LOOPX_HOME": home})}
 	c, err := a.newClient()
 	require.NoError(t, err)
-	require.Equal(t, tok, c.token)
-	require.Equal(t, "http://"+DefaultListen, c.base)
+	require.Equal(t, tok, c.Token())
+	require.Equal(t, "http://"+DefaultListen, c.BaseURL())
 
 	a = &app{getenv: env(map[string]string{"LOOPX_HOME": home, "LOOPX_URL": "http://elsewhere:7377"})}
 	_, err = a.newClient()
@@ -75,7 +75,7 @@ func TestClientReadsTheAdminTokenFromHomeOnlyForTheDefaultURL(t *testing.T) {
 	a = &app{getenv: env(map[string]string{"LOOPX_HOME": home, "LOOPX_TOKEN": "explicit"})}
 	c, err = a.newClient()
 	require.NoError(t, err)
-	require.Equal(t, "explicit", c.token)
+	require.Equal(t, "explicit", c.Token())
 }
 
 func TestEveryCommandHasHelpWithAnExample(t *testing.T) {

@@ -1,121 +1,196 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"loopx/router/api"
+	"github.com/spf13/cobra"
+
+	"loopx/cmd/loopx/project"
+	"loopx/router/apiclient"
 )
 
-// client calls the server's /v1 API.
-type client struct {
-	base    string
-	token   string
-	idemKey string
-	http    *http.Client
+// serverURL is where the CLI calls: LOOPX_URL, else the project's connection, else the
+// local default. local reports the last case (or LOOPX_URL naming the default).
+func (a *app) serverURL() (base string, local bool, err error) {
+	if u := a.getenv("LOOPX_URL"); u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return "", false, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", u, DefaultListen)}
+		}
+		return strings.TrimRight(u, "/"), project.NormalizeURL(u) == "http://"+DefaultListen, nil
+	}
+	if _, conn, found, err := a.connection(); err != nil {
+		return "", false, err
+	} else if found {
+		return conn.ServerURL, project.NormalizeURL(conn.ServerURL) == "http://"+DefaultListen, nil
+	}
+	return "http://" + DefaultListen, true, nil
 }
 
-// newClient resolves LOOPX_URL and LOOPX_TOKEN. With no LOOPX_TOKEN and the default URL, it
-// uses the admin token that `loopx serve` keeps under LOOPX_HOME.
-func (a *app) newClient() (*client, error) {
-	base, isDefault, err := a.serverURL()
+// newClient is the client a person's command uses: LOOPX_TOKEN, else (for the local server)
+// the admin token `loopx serve` keeps under LOOPX_HOME, else the connected agent's stored
+// token.
+func (a *app) newClient() (*apiclient.Client, error) {
+	base, local, err := a.serverURL()
 	if err != nil {
 		return nil, err
 	}
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", base, DefaultListen)}
+	}
 	token := a.getenv("LOOPX_TOKEN")
-	if token == "" && isDefault {
-		home := a.getenv("LOOPX_HOME")
-		if home == "" && a.getenv("HOME") != "" {
-			home = filepath.Join(a.getenv("HOME"), ".loopx")
-		}
-		if home != "" {
+	if token == "" && local {
+		if home := a.serverHome(); home != "" {
 			token, _ = readToken(filepath.Join(home, tokenFile))
 		}
 	}
 	if token == "" {
-		return nil, usageError{errors.New("LOOPX_TOKEN: not set; set it to the admin token or an agent token (loopx agent register prints one)")}
+		token, err = a.storedToken(base)
+		if err != nil {
+			return nil, err
+		}
 	}
-	key := a.idemKey
-	if key == "" {
+	if token == "" {
+		return nil, usageError{errors.New("LOOPX_TOKEN: not set; set it to the admin token or an agent token (loopx agent register prints one), or run loopx connect in the project")}
+	}
+	return a.clientFor(base, token)
+}
+
+// storedToken is the connected agent's token kept in the user's config directory, or "".
+func (a *app) storedToken(base string) (string, error) {
+	_, conn, found, err := a.connection()
+	if err != nil || !found || project.NormalizeURL(conn.ServerURL) != project.NormalizeURL(base) {
+		return "", err
+	}
+	creds, err := a.credentials()
+	if err != nil {
+		return "", usageError{err}
+	}
+	return creds.Token(base, conn.GoalID, conn.AgentID)
+}
+
+func (a *app) clientFor(base, token string) (*apiclient.Client, error) {
+	c, err := apiclient.New(apiclient.Options{BaseURL: base, Token: token})
+	if err != nil {
+		return nil, usageError{fmt.Errorf("LOOPX_URL: %w", err)}
+	}
+	return c, nil
+}
+
+// serverHome is LOOPX_HOME, default ~/.loopx; "" when neither is known.
+func (a *app) serverHome() string {
+	if home := a.getenv("LOOPX_HOME"); home != "" {
+		return home
+	}
+	if h := a.getenv("HOME"); h != "" {
+		return filepath.Join(h, ".loopx")
+	}
+	return ""
+}
+
+func (a *app) credentials() (*project.Credentials, error) {
+	dir, err := project.ConfigDir(a.getenv)
+	if err != nil {
+		return nil, err
+	}
+	return project.NewCredentials(dir), nil
+}
+
+// key is the Idempotency-Key of one mutating call: --idempotency-key, else a fresh random
+// one per invocation.
+func (a *app) key() string {
+	if a.idemKey != "" {
+		return a.idemKey
+	}
+	if a.randomKey == "" {
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
-		key = hex.EncodeToString(b)
+		a.randomKey = hex.EncodeToString(b)
 	}
-	return &client{
-		base: base, token: token, idemKey: key,
-		http: &http.Client{Timeout: 60 * time.Second},
-	}, nil
+	return a.randomKey
 }
 
-// serverURL is LOOPX_URL without a trailing slash, or the default server (isDefault).
-func (a *app) serverURL() (base string, isDefault bool, err error) {
-	base = a.getenv("LOOPX_URL")
-	isDefault = base == ""
-	if isDefault {
-		base = "http://" + DefaultListen
+// workDir is the folder the command runs in.
+func (a *app) workDir() (string, error) {
+	if a.dir != "" {
+		return a.dir, nil
 	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", false, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", base, DefaultListen)}
+	d, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("read the current folder: %w", err)
 	}
-	return strings.TrimRight(base, "/"), isDefault, nil
+	return d, nil
 }
 
-// call sends one request and returns the raw JSON answer. A non-2xx answer is an *api.Error;
-// no answer at all is an unreachableError.
-func (c *client) call(ctx context.Context, method, path string, query url.Values, body any) (json.RawMessage, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+// connection is the project connection found from the working folder up (read once).
+func (a *app) connection() (root string, c project.Connection, found bool, err error) {
+	if !a.conn.read {
+		a.conn.read = true
+		dir, err := a.workDir()
 		if err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
+			return "", project.Connection{}, false, err
 		}
-		rd = bytes.NewReader(b)
-	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if method != http.MethodGet {
-		req.Header.Set("Idempotency-Key", c.idemKey)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, unreachableError{fmt.Errorf("reach loopx server at %s: %w (is loopx serve running? LOOPX_URL)", c.base, err)}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return nil, unreachableError{fmt.Errorf("read answer from %s: %w", c.base, err)}
-	}
-	if resp.StatusCode/100 != 2 {
-		var eb api.ErrorBody
-		if json.Unmarshal(b, &eb) != nil || eb.Error == nil {
-			return nil, &api.Error{Status: resp.StatusCode, Code: api.CodeInternal,
-				Message: fmt.Sprintf("server answered %s: %s", resp.Status, strings.TrimSpace(string(b)))}
+		a.conn.root, a.conn.c, a.conn.err = project.Find(dir)
+		if errors.Is(a.conn.err, project.ErrNotConnected) {
+			a.conn.err = nil
+		} else if a.conn.err == nil {
+			a.conn.found = true
 		}
-		eb.Error.Status = resp.StatusCode
-		return nil, eb.Error
 	}
-	return b, nil
+	if a.conn.err != nil {
+		return "", project.Connection{}, false, usageError{a.conn.err}
+	}
+	return a.conn.root, a.conn.c, a.conn.found, nil
+}
+
+// fromConnectionExceptions lists the flags a command does not take from the project's connection: a
+// goal or agent being created, and filters.
+var fromConnectionExceptions = map[string]bool{
+	"loopx goal create goal-id":     true,
+	"loopx agent register agent-id": true,
+	"loopx evidence list agent-id":  true,
+	"loopx audit goal-id":           true,
+	"loopx connect goal-id":         true,
+	"loopx connect agent-id":        true,
+}
+
+// fillFromConnection sets --goal-id and --agent-id, when the command has them and they were
+// not given, from the project's connection (.loopx/ in this folder or a parent).
+func (a *app) fillFromConnection(c *cobra.Command) error {
+	if f := c.Flags().Lookup("project"); f != nil && f.Changed {
+		if err := a.useProjectDir(f.Value.String()); err != nil {
+			return err
+		}
+	}
+	var missing []string
+	for _, name := range []string{"goal-id", "agent-id"} {
+		f := c.Flags().Lookup(name)
+		if f == nil || f.Changed || fromConnectionExceptions[c.CommandPath()+" "+name] {
+			continue
+		}
+		missing = append(missing, name)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, conn, found, err := a.connection()
+	if err != nil || !found {
+		return err
+	}
+	for _, name := range missing {
+		v := conn.GoalID
+		if name == "agent-id" {
+			v = conn.AgentID
+		}
+		if err := c.Flags().Set(name, v); err != nil {
+			return usageError{fmt.Errorf("--%s from %s: %w", name, project.Path(a.conn.root), err)}
+		}
+	}
+	return nil
 }

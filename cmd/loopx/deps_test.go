@@ -25,6 +25,15 @@ var allowedImports = map[string][]string{
 	"loopx/bot/sandbox":     {},
 	"loopx/cmd/loopx":       nil, // everything
 	"loopx":                 {},  // the module root holds only the dependency pin file
+
+	// The API's Go client speaks the API's types only; the MCP server calls the API through
+	// it and never the store (it imports store, inbox and quota for their answer types).
+	"loopx/router/apiclient": {"loopx/router/api"},
+	"loopx/router/mcp":       {"loopx/router/api", "loopx/router/apiclient", "loopx/store", "loopx/inbox", "loopx/scheduler/quota", "loopx/templates"},
+	// A project's link (connect, status, .loopx/, tokens) talks to the API only; the host
+	// installers write files only.
+	"loopx/cmd/loopx/project": {"loopx/router/api", "loopx/router/apiclient", "loopx/store"},
+	"loopx/cmd/loopx/hosts":   {"loopx/cmd/loopx/project"},
 }
 
 func ruleFor(pkg string) (string, []string) {
@@ -126,4 +135,9 @@ func TestDependencyRuleCatchesViolations(t *testing.T) {
 	require.True(t, allowed("loopx/bot", "loopx/router"))
 	require.False(t, allowed("loopx/bot", "loopx/router/api"))
 	require.True(t, allowed("loopx/store/storetest", "loopx/store"))
+	require.True(t, allowed("loopx/router/mcp", "loopx/router/apiclient"))
+	require.False(t, allowed("loopx/router/apiclient", "loopx/store"))
+	require.False(t, allowed("loopx/router/mcp", "loopx/router"))
+	require.False(t, allowed("loopx/cmd/loopx/hosts", "loopx/router/apiclient"))
+	require.True(t, allowed("loopx/cmd/loopx/project", "loopx/router/apiclient"))
 }

@@ -12,7 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"loopx/cmd/loopx/project"
 	"loopx/router/api"
+	"loopx/router/apiclient"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -39,6 +41,15 @@ type app struct {
 
 	format  string // --format
 	idemKey string // --idempotency-key
+
+	dir       string // the working folder; "" = the process's
+	randomKey string // this invocation's Idempotency-Key when --idempotency-key is not given
+	conn      struct {
+		read, found bool
+		root        string
+		c           project.Connection
+		err         error
+	}
 }
 
 // run executes one loopx command and returns its exit code.
@@ -79,6 +90,8 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 	root.PersistentFlags().StringVar(&a.format, "format", "text", "output format: text or json")
 	root.PersistentFlags().StringVar(&a.idemKey, "idempotency-key", "", "Idempotency-Key for a mutating call (default: a new random key per invocation; reuse one to retry safely)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// Flags left out take the goal and agent of the project's connection (.loopx/).
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return a.fillFromConnection(c) }
 	// One line per command group; other areas add theirs here (inbox, chat).
 	for _, c := range []*cobra.Command{
 		a.serveCommand(),
@@ -95,6 +108,10 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.auditCommand(),
 		a.chatCommand(),
 		a.inboxCommand(),
+		a.mcpCommand(),
+		a.connectCommand(),
+		a.statusCommand(),
+		a.hostsCommand(),
 	} {
 		if c.HasSubCommands() && c.RunE == nil {
 			c.RunE = groupRunE
@@ -143,10 +160,11 @@ func (a *app) report(err error) int {
 	fmt.Fprintf(a.stderr, "loopx: %v\n", err)
 	var ue usageError
 	var ne unreachableError
+	var pe *project.UsageError
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &pe):
 		return exitUsage
-	case errors.As(err, &ne):
+	case errors.As(err, &ne), errors.Is(err, apiclient.ErrUnreachable):
 		return exitUnreachable
 	}
 	// cobra reports unknown commands and bad arguments as plain errors.

@@ -82,6 +82,7 @@ func wirings() []wireFunc {
 		wireScheduler,
 		wireInbox,
 		wireMaintenance,
+		wireMCP,
 	}
 }
 

@@ -34,6 +34,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/goals/{goal}/spend-slot", s.spendSlot)
 	s.handle("GET /v1/goals/{goal}/quota", s.quotaStatus)
 	s.handle("POST /v1/goals/{goal}/refresh-state", s.refreshState)
+	s.handle("GET /v1/goals/{goal}/status", s.goalStatus)
 
 	s.handle("GET /v1/goals/{goal}/agents/{agent}/inbox", s.inboxCounts)
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/drain", s.inboxDrain)

@@ -96,7 +96,7 @@ func (b Base) prepare(ctx context.Context, job scheduler.Job, deadline time.Time
 		"Action": d.EffectiveAction, "Reason": d.Reason, "NextAction": d.NextAction,
 		"TodoID": int64(0), "TodoPriority": 0, "TodoText": "",
 		"InboxPending": d.Inbox.Pending, "InboxSteer": d.Inbox.Steer, "GatesOpen": len(d.Gates.Open),
-		"Commands": p.Commands,
+		"Commands": p.Commands, "Via": "cli",
 	}
 	if d.SelectedTodo != nil {
 		data["TodoID"], data["TodoPriority"], data["TodoText"] = d.SelectedTodo.ID, d.SelectedTodo.Priority, d.SelectedTodo.Text

@@ -1,0 +1,263 @@
+package hosts
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Host names.
+const (
+	ClaudeCode = "claude-code"
+	Codex      = "codex"
+	Cursor     = "cursor"
+	OpenCode   = "opencode"
+)
+
+// Hosts lists the hosts an install knows, in the order status shows them.
+func Hosts() []string { return []string{ClaudeCode, Codex, Cursor, OpenCode} }
+
+// Scopes.
+const (
+	ScopeProject = "project" // files in the project (the host's project configuration)
+	ScopeUser    = "user"    // files in the user's home (every project of that user)
+)
+
+// ServerName is the MCP server's name in every host's configuration.
+const ServerName = "loopx"
+
+// DefaultScope is where a host's entry goes when --scope is not given: the project, except
+// for Codex, which reads a project's .codex/config.toml only once the project is trusted.
+func DefaultScope(host string) string {
+	if host == Codex {
+		return ScopeUser
+	}
+	return ScopeProject
+}
+
+// Params say what to install where.
+type Params struct {
+	Host  string
+	Scope string // "" = DefaultScope(Host)
+	// Project is the project's root folder (absolute).
+	Project string
+	// Home is the user's home; XDGConfigHome ("" = Home/.config) and CodexHome ("" =
+	// Home/.codex) are the hosts' own overrides.
+	Home, XDGConfigHome, CodexHome string
+	// Command is the MCP server's argv: the loopx binary (absolute, so a host started from a
+	// GUI without the shell's PATH finds it) and "mcp".
+	Command []string
+	// LoopxConfigDir is where loopx keeps tokens when that is not Home/.config/loopx; hosts
+	// that filter the server's environment (Codex) are told it.
+	LoopxConfigDir string
+}
+
+func (p Params) scope() string {
+	if p.Scope == "" {
+		return DefaultScope(p.Host)
+	}
+	return p.Scope
+}
+
+func (p Params) check() error {
+	if !slices.Contains(Hosts(), p.Host) {
+		return fmt.Errorf("--host: %q is not one of claude-code, codex, cursor, opencode", p.Host)
+	}
+	if s := p.scope(); s != ScopeProject && s != ScopeUser {
+		return fmt.Errorf("--scope: %q is not project or user", s)
+	}
+	if p.Home == "" {
+		return fmt.Errorf("no home folder: set HOME")
+	}
+	if !filepath.IsAbs(p.Project) {
+		return fmt.Errorf("project folder %q is not an absolute path", p.Project)
+	}
+	if len(p.Command) == 0 || p.Command[0] == "" {
+		return fmt.Errorf("no command for the MCP server")
+	}
+	return nil
+}
+
+// File kinds.
+const (
+	kindJSON     = "json"     // merged member by member
+	kindTOML     = "toml"     // one marked block
+	kindMarkdown = "markdown" // one marked block
+	kindOwned    = "owned"    // the whole file is ours
+)
+
+// fileSpec is what one host wants in one file.
+type fileSpec struct {
+	path  string
+	kind  string
+	items []Item
+	mode  os.FileMode // of a file created
+}
+
+// Item kinds.
+const (
+	itemSet    = "json_set"    // an object member with a value
+	itemAppend = "json_append" // a string in an array
+	itemBlock  = "block"       // a marked block of text
+	itemFile   = "file"        // a whole file
+)
+
+// Item is one thing an install puts in a file.
+type Item struct {
+	Kind string   `json:"kind"`
+	Keys []string `json:"keys,omitempty"` // json: the members leading to the value or array
+	// Value is json_set's value, or json_append's string, as JSON.
+	Value []byte `json:"value,omitempty"`
+	// Text is a block's or a file's content.
+	Text string `json:"text,omitempty"`
+	// OnlyNew: set only in a file the install creates (opencode.json's $schema).
+	OnlyNew bool `json:"only_new,omitempty"`
+	// Mine: the install added it (false: it was there before, and stays on uninstall).
+	Mine bool `json:"mine"`
+	// Created counts the objects along Keys (all but the last), from the innermost, that the
+	// install created;
+	// CreatedList: json_append created the list.
+	Created     int  `json:"created,omitempty"`
+	CreatedList bool `json:"created_list,omitempty"`
+}
+
+func set(keys []string, v any) Item {
+	b, _ := marshal(v)
+	return Item{Kind: itemSet, Keys: keys, Value: b}
+}
+
+func appendStr(keys []string, s string) Item {
+	b, _ := marshal(s)
+	return Item{Kind: itemAppend, Keys: keys, Value: b}
+}
+
+// specs lists the files of one host and scope.
+func specs(p Params) []fileSpec {
+	cmd := p.Command
+	xdg := p.XDGConfigHome
+	if xdg == "" {
+		xdg = filepath.Join(p.Home, ".config")
+	}
+	codexHome := p.CodexHome
+	if codexHome == "" {
+		codexHome = filepath.Join(p.Home, ".codex")
+	}
+	owned := func(path, text string) fileSpec {
+		return fileSpec{path: path, kind: kindOwned, mode: 0o644, items: []Item{{Kind: itemFile, Text: text}}}
+	}
+	proj := p.scope() == ScopeProject
+	switch p.Host {
+	case ClaudeCode:
+		// https://code.claude.com/docs/en/mcp (scopes), /settings (permissions), /skills.
+		// Project scope is Claude's "local" scope: the entry is personal to this project and
+		// lives in ~/.claude.json, so the repository holds no machine path and Claude asks
+		// no approval (a .mcp.json server waits for one, which a repository cannot give).
+		entry := stdioEntry{Type: "stdio", Command: cmd[0], Args: cmd[1:], Env: map[string]string{}}
+		if proj {
+			return []fileSpec{
+				{path: filepath.Join(p.Home, ".claude.json"), kind: kindJSON, mode: 0o600,
+					items: []Item{set([]string{"projects", p.claudeProject(), "mcpServers", ServerName}, entry)}},
+				{path: filepath.Join(p.Project, ".claude", "settings.local.json"), kind: kindJSON, mode: 0o644,
+					items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName)}},
+				owned(filepath.Join(p.Project, ".claude", "skills", CommandName, "SKILL.md"), claudeSkill()),
+			}
+		}
+		return []fileSpec{
+			{path: filepath.Join(p.Home, ".claude.json"), kind: kindJSON, mode: 0o600,
+				items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
+			{path: filepath.Join(p.Home, ".claude", "settings.json"), kind: kindJSON, mode: 0o644,
+				items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName)}},
+			owned(filepath.Join(p.Home, ".claude", "skills", CommandName, "SKILL.md"), claudeSkill()),
+		}
+	case Codex:
+		// https://developers.openai.com/codex/config-basic, /codex/skills,
+		// /codex/guides/agents-md.
+		block := Item{Kind: itemBlock, Text: codexBlock(cmd, p.LoopxConfigDir)}
+		if proj {
+			return []fileSpec{
+				{path: filepath.Join(p.Project, ".codex", "config.toml"), kind: kindTOML, mode: 0o644, items: []Item{block}},
+				owned(filepath.Join(p.Project, ".agents", "skills", CommandName, "SKILL.md"), codexSkill()),
+				{path: filepath.Join(p.Project, "AGENTS.md"), kind: kindMarkdown, mode: 0o644,
+					items: []Item{{Kind: itemBlock, Text: agentsBlock()}}},
+			}
+		}
+		return []fileSpec{
+			{path: filepath.Join(codexHome, "config.toml"), kind: kindTOML, mode: 0o600, items: []Item{block}},
+			owned(filepath.Join(codexHome, "skills", CommandName, "SKILL.md"), codexSkill()),
+		}
+	case Cursor:
+		// https://cursor.com/docs/context/mcp, /docs/context/rules, /docs/agent/chat/commands.
+		// The server's folder is not documented for stdio servers: pass the workspace.
+		args := append(append([]string{}, cmd[1:]...), "--project", "${workspaceFolder}")
+		entry := cursorEntry{Command: cmd[0], Args: args}
+		if proj {
+			return []fileSpec{
+				{path: filepath.Join(p.Project, ".cursor", "mcp.json"), kind: kindJSON, mode: 0o644,
+					items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
+				owned(filepath.Join(p.Project, ".cursor", "rules", CommandName+".mdc"), cursorRule()),
+				owned(filepath.Join(p.Project, ".cursor", "commands", CommandName+".md"), cursorCommand()),
+			}
+		}
+		return []fileSpec{
+			{path: filepath.Join(p.Home, ".cursor", "mcp.json"), kind: kindJSON, mode: 0o644,
+				items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
+			owned(filepath.Join(p.Home, ".cursor", "commands", CommandName+".md"), cursorCommand()),
+		}
+	case OpenCode:
+		// https://opencode.ai/docs/mcp-servers/, /docs/config/, /docs/commands/.
+		entry := openCodeEntry{Type: "local", Command: cmd, Enabled: true}
+		dir := p.Project
+		cmdDir := filepath.Join(p.Project, ".opencode", "commands")
+		if !proj {
+			dir = filepath.Join(xdg, "opencode")
+			cmdDir = filepath.Join(dir, "commands")
+		}
+		return []fileSpec{
+			{path: openCodeConfig(dir), kind: kindJSON, mode: 0o644, items: []Item{
+				{Kind: itemSet, Keys: []string{"$schema"}, Value: []byte(`"https://opencode.ai/config.json"`), OnlyNew: true},
+				set([]string{"mcp", ServerName}, entry),
+			}},
+			owned(filepath.Join(cmdDir, CommandName+".md"), openCodeCommand()),
+		}
+	}
+	return nil
+}
+
+// Server entries, with their members in the order the hosts' documentation shows them.
+type stdioEntry struct {
+	Type    string            `json:"type"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+}
+
+type cursorEntry struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+}
+
+type openCodeEntry struct {
+	Type    string   `json:"type"`
+	Command []string `json:"command"`
+	Enabled bool     `json:"enabled"`
+}
+
+// claudeProject is the key Claude Code files the project under: its real path.
+func (p Params) claudeProject() string {
+	if real, err := filepath.EvalSymlinks(p.Project); err == nil {
+		return real
+	}
+	return p.Project
+}
+
+// openCodeConfig is the folder's opencode.json, or its opencode.jsonc when only that exists.
+func openCodeConfig(dir string) string {
+	json, jsonc := filepath.Join(dir, "opencode.json"), filepath.Join(dir, "opencode.jsonc")
+	if _, err := os.Stat(json); err != nil {
+		if _, err := os.Stat(jsonc); err == nil {
+			return jsonc
+		}
+	}
+	return json
+}
