@@ -69,7 +69,10 @@ func TestPausedGoalHoldsHeartbeatUntilResume(t *testing.T) {
 		require.NoError(t, err)
 		return stats
 	}
-	require.Equal(t, 1, step(0).Ticks, "12:00 fires at once")
+	first := step(0)
+	require.Equal(t, 1, first.Ticks, "12:00 fires at once")
+	require.Positive(t, first.DBTime, "the time spent firing is counted (loopx_scheduler_db_seconds_total)")
+	require.Equal(t, first.DBTime, s.Totals().DBTime)
 	_, err = st.StopGoal(ctx, store.GoalRef{GoalID: "hold", Meta: admin})
 	require.NoError(t, err)
 	require.Equal(t, 1, step(5*time.Minute).Ticks)

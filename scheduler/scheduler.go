@@ -278,8 +278,7 @@ const claimLease = 30 * time.Second
 // then settles them in one transaction: the schedules move on, their tick rows and report
 // digests are written, and the turns to start are known once it commits. No transaction
 // ever waits for another pool connection.
-func (s *Scheduler) fireDue(ctx context.Context) (Stats, error) {
-	var st Stats
+func (s *Scheduler) fireDue(ctx context.Context) (st Stats, err error) {
 	start := time.Now()
 	defer func() { st.DBTime = time.Since(start) }()
 	now := s.now()
