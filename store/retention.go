@@ -29,6 +29,15 @@ type Retention struct {
 	Runs time.Duration
 }
 
+// DefaultRetention keeps records long enough for every use LoopX has of them: Lark stops
+// redelivering after about 7 hours, a weekly report reads a week of decisions, a person
+// replies in a bot message's thread within days, and the audit trail is kept a year.
+func DefaultRetention() Retention {
+	day := 24 * time.Hour
+	return Retention{Decisions: 14 * day, LarkEvents: 7 * day, Receipts: 7 * day, Outbox: 14 * day,
+		Inbox: 14 * day, Audit: 365 * day, Runs: 90 * day}
+}
+
 // Pruned counts the rows one Prune deleted, by kind.
 type Pruned struct {
 	Decisions, LarkEvents, Receipts, Outbox, Inbox, Unrouted, Audit, Runs, Spends int64

@@ -113,15 +113,6 @@ type Config struct {
 	Retention store.Retention
 }
 
-// defaultRetention keeps records long enough for every use LoopX has of them: Lark stops
-// redelivering after about 7 hours, a weekly report reads a week of decisions, a person
-// replies in a bot message's thread within days, and the audit trail is kept a year.
-func defaultRetention() store.Retention {
-	day := 24 * time.Hour
-	return store.Retention{Decisions: 14 * day, LarkEvents: 7 * day, Receipts: 7 * day, Outbox: 14 * day,
-		Inbox: 14 * day, Audit: 365 * day, Runs: 90 * day}
-}
-
 // loadConfig reads and validates the environment.
 func loadConfig(getenv func(string) string) (Config, error) {
 	var errs []error
@@ -223,7 +214,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	case cfg.DatabaseURL == "":
 		cfg.SandboxState = filepath.Join(cfg.Home, "sandbox")
 	}
-	cfg.Retention = defaultRetention()
+	cfg.Retention = store.DefaultRetention()
 	for _, r := range []struct {
 		name     string
 		min, max time.Duration
