@@ -40,6 +40,8 @@ func (h *handling) command(ctx context.Context, cmd command, p Parsed) error {
 		return h.gates(ctx, tg)
 	case "report":
 		return h.report(ctx, tg)
+	case "runs":
+		return h.runs(ctx, tg, p)
 	case "bind":
 		return h.bind(ctx, cmd, tg)
 	case "pause", "resume":
@@ -77,27 +79,21 @@ func (h *handling) goals(ctx context.Context) error {
 }
 
 func (h *handling) status(ctx context.Context, tg *target) error {
-	agents, err := store.ListAgents(ctx, h.tx, tg.goal.ID)
+	now := h.c.opts.Now()
+	// What each agent is really doing: its should-run state, live turn, inbox and heartbeat.
+	rows, err := h.agentStates(ctx, tg.goal, now)
 	if err != nil {
 		return err
 	}
-	now := h.c.opts.Now()
-	rows := []map[string]any{}
-	for _, a := range agents {
-		_, err := store.GetLiveTurn(ctx, h.tx, a.GoalID, a.ID, now)
-		live := err == nil
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		counts, err := store.CountInbox(ctx, h.tx, a.GoalID, a.ID, now)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, map[string]any{
-			"ID": a.ID, "Default": a.IsDefault, "Live": live, "Pending": counts.Pending, "Steer": counts.Steer,
-		})
-	}
 	gates, err := store.ListOpenGates(ctx, h.tx, tg.goal.ID)
+	if err != nil {
+		return err
+	}
+	shorts := make([]string, len(gates))
+	for i, g := range gates {
+		shorts[i] = shortGate(g.ID)
+	}
+	report, reportZone, err := h.nextReport(ctx, tg.goal.ID)
 	if err != nil {
 		return err
 	}
@@ -114,7 +110,8 @@ func (h *handling) status(ctx context.Context, tg *target) error {
 	maps.Copy(data, map[string]any{
 		"GoalID": tg.goal.ID, "Title": tg.goal.Title, "Status": tg.goal.Status, "SpentSlots": spent,
 		"AllowedSlots": tg.goal.AllowedSlots, "WindowHours": tg.goal.WindowHours,
-		"Owners": tg.goal.Owners, "OpenGates": len(gates), "Agents": rows,
+		"LeftSlots": max(0, tg.goal.AllowedSlots-spent), "Owners": tg.goal.Owners,
+		"OpenGates": len(gates), "Gates": shorts, "Agents": rows, "NextReport": report, "ReportZone": reportZone,
 	})
 	return h.reply(ctx, "status", data, tg)
 }
@@ -156,10 +153,22 @@ func (h *handling) report(ctx context.Context, tg *target) error {
 	if err := h.audit(ctx, "chat.report", tg.goal.ID, "goal:"+tg.goal.ID, true, map[string]any{"queued": queued}); err != nil {
 		return err
 	}
-	if !queued {
-		return h.reply(ctx, "report_requested", map[string]any{"GoalID": tg.goal.ID}, tg)
+	if queued {
+		// The report card is the answer: no acknowledgement follows it.
+		return nil
 	}
-	return nil
+	// Nothing was queued: the last report already covers everything up to now. Say so,
+	// rather than promise a report that is not coming.
+	last, err := store.LastDigestEnd(ctx, h.tx, tg.goal.ID)
+	if err != nil {
+		return err
+	}
+	loc, zone := zoneOf(tg.goal.ReportTZ)
+	since := ""
+	if !last.IsZero() {
+		since = last.In(loc).Format(statusTimeLayout)
+	}
+	return h.reply(ctx, "report_none", map[string]any{"GoalID": tg.goal.ID, "Since": since, "Zone": zone}, tg)
 }
 
 func (h *handling) bind(ctx context.Context, cmd command, tg *target) error {

@@ -38,6 +38,7 @@ type Parsed struct {
 	GateID  int64    // approve / reject
 	Slots   int      // budget
 	Window  int      // budget window in hours; 0 = unchanged
+	Count   int      // runs: how many turns to list; 0 = the default
 	Lang    string   // lang
 }
 
@@ -75,6 +76,7 @@ const (
 	argsTodo            // [#goal] <text>
 	argsGate            // <gate> [comment]
 	argsLang            // en|zh
+	argsRuns            // [#goal] [n]
 )
 
 // command is one row of the table that routes commands and generates /help.
@@ -96,6 +98,7 @@ func commandTable() []command {
 		{"status", "/status [#goal]", map[string]string{"en": "what a goal and its agents are doing", "zh": "查看目标及其智能体的状态"}, needMember, argsGoalOpt, "chat.status"},
 		{"gates", "/gates [#goal]", map[string]string{"en": "open owner gates", "zh": "列出待决事项"}, needMember, argsGoalOpt, "chat.gates"},
 		{"report", "/report [#goal]", map[string]string{"en": "send a progress report now", "zh": "立即发送进度报告"}, needMember, argsGoalOpt, "chat.report"},
+		{"runs", "/runs [#goal] [n]", map[string]string{"en": "the last n turns (default 10) and why heartbeats skipped", "zh": "最近 n 轮（默认 10）及心跳跳过的原因"}, needMember, argsRuns, "chat.runs"},
 		{"bind", "/bind #goal[/agent]", map[string]string{"en": "route this chat (or thread) to a goal", "zh": "把本群（或话题）绑定到目标"}, needOwner, argsGoalReq, "chat.bind"},
 		{"unbind", "/unbind [#goal]", map[string]string{"en": "remove this chat's (or thread's) binding", "zh": "解除本群（或话题）的绑定"}, needOwner, argsGoalOpt, "chat.unbind"},
 		{"pause", "/pause #goal", map[string]string{"en": "stop running turns until /resume", "zh": "暂停目标，直到 /resume"}, needOwner, argsGoalOpt, "chat.pause"},
@@ -120,6 +123,7 @@ func lookupCommand(name string) (command, bool) {
 const (
 	messageUsage = "#goal[/agent[/session]] <text>"
 	maxSlots     = 100000
+	maxRuns      = 30 // turns /runs lists at most
 )
 
 // gateNumber reads a gate id as people type it: g12, G12, #g12 or 12 (1 to 18 digits).
@@ -286,6 +290,15 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 			return bad("%q is not a gate id; gate ids look like g12", clip(tok, 20))
 		}
 		p.GateID, p.Text = id, r
+	case argsRuns:
+		if rest == "" {
+			break
+		}
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 1 || n > maxRuns {
+			return bad("the number of turns must be a whole number from 1 to %d, got %q", maxRuns, clip(rest, 20))
+		}
+		p.Count = n
 	case argsLang:
 		l := strings.ToLower(strings.TrimSpace(rest))
 		if l != "en" && l != "zh" {

@@ -149,17 +149,23 @@ func (h *handling) resolveAgent(ctx context.Context, tg *target) (*target, error
 		ids[i] = a.ID
 	}
 	if tg.agent != "" {
+		// No close name: the sender is told which agents the goal has, never "no agents yet"
+		// when it has some.
 		sugg := closest(tg.agent, ids)
-		if err := h.unrouted(ctx, "unknown_agent", prefixAll(tg.goal.ID+"/", sugg)); err != nil {
+		cands := sugg
+		if len(sugg) == 0 {
+			cands = ids
+		}
+		if err := h.unrouted(ctx, "unknown_agent", prefixAll(tg.goal.ID+"/", cands)); err != nil {
 			return nil, err
 		}
-		return nil, h.reply(ctx, "unknown_agent", map[string]any{"GoalID": tg.goal.ID, "Name": tg.agent, "Suggestions": sugg}, nil)
+		return nil, h.reply(ctx, "unknown_agent", map[string]any{"GoalID": tg.goal.ID, "Name": tg.agent, "Suggestions": sugg, "Agents": ids}, nil)
 	}
 	if len(agents) == 0 {
 		if err := h.unrouted(ctx, "no_agents", nil); err != nil {
 			return nil, err
 		}
-		return nil, h.reply(ctx, "unknown_agent", map[string]any{"GoalID": tg.goal.ID, "Name": "", "Suggestions": []string{}}, nil)
+		return nil, h.reply(ctx, "unknown_agent", map[string]any{"GoalID": tg.goal.ID, "Name": "", "Suggestions": []string{}, "Agents": []string{}}, nil)
 	}
 	names := prefixAll(tg.goal.ID+"/", ids)
 	return nil, h.clarify(ctx, "need_agent", tg.goal.ID, names, "#"+names[0])

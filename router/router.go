@@ -39,7 +39,10 @@ type ReportRequest struct {
 // ReportFunc builds the report for /report and queues the outbox rows that carry it
 // (typically one digest card replying to req.ReplyTo), inside the chat transaction (db is
 // that transaction's executor); it must not call the network. queued is false when there was
-// nothing to report. cmd/loopx fills it in with the scheduler's digests.
+// nothing to report (the last report already covers everything up to now). The router writes
+// no acknowledgement after the rows it queued: when queued, the report is the whole answer;
+// when not, the router says that nothing new was sent. cmd/loopx fills it in with the
+// scheduler's digests.
 type ReportFunc func(ctx context.Context, db store.DB, req ReportRequest) (queued bool, err error)
 
 // Options configures a Chat.
@@ -487,13 +490,19 @@ func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang strin
 	if err != nil {
 		return CardResult{}, err
 	}
-	res, err := c.toast(lang, "success", "done", out.Status)
+	res, err := c.toastAnswer(lang, "success", "done", out.Status, out.Answer)
 	res.Card = json.RawMessage(card)
 	return res, err
 }
 
 func (c *Chat) toast(lang, kind, code, status string) (CardResult, error) {
-	text, err := c.tpl.Text(lang, "toast", map[string]any{"Code": code, "Status": status})
+	return c.toastAnswer(lang, kind, code, status, "")
+}
+
+// toastAnswer is a toast that names the option chosen (a gate answered with one of its own
+// options says which).
+func (c *Chat) toastAnswer(lang, kind, code, status, answer string) (CardResult, error) {
+	text, err := c.tpl.Text(lang, "toast", map[string]any{"Code": code, "Status": status, "Answer": answer})
 	if err != nil {
 		return CardResult{}, err
 	}

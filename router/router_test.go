@@ -166,11 +166,13 @@ func TestDeliveryModes(t *testing.T) {
 	require.Equal(t, store.ModeQueue, items[1].Mode)
 	require.Equal(t, store.ModeInbox, items[2].Mode)
 
-	// The drain order puts the steer item first even though it is not the oldest pending.
+	// The drain order puts the steer item first even though it is not the oldest pending; the
+	// queued item waits for the next turn.
 	drained, err := e.ib.Drain(ctx, inboxAgent("docs", "codex"), inbox.DrainParams{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, store.ModeSteer, drained[0].Mode)
-	require.Len(t, drained, 3)
+	require.Len(t, drained, 2)
+	require.Equal(t, store.ModeInbox, drained[1].Mode)
 
 	// Bounds: too long is refused with a reply; nothing is written.
 	long := e.say(member, "#docs "+strings.Repeat("x", 12001))

@@ -11,7 +11,7 @@
 //     the lease lapses (30 s), and the next claimant replays the same fire times (should-run
 //     answers the same turn instance), so a turn is started by one replica only.
 //   - No silent gaps. Each tick records the fire planned after it (next_fire_at); every fire
-//     time either gets a ran/skipped tick or a missed row. After downtime at most one catch-up
+//     time either gets a ran/due/skipped tick or a missed row. After downtime at most one catch-up
 //     tick per schedule runs (the newest passed fire); the older passed fires are recorded as
 //     missed, never replayed.
 //   - Fire times are wall-clock times in the schedule's IANA zone (robfig/cron parses the
@@ -25,7 +25,9 @@
 //     now + the scheduler_hint interval; stop_until_explicit_resume holds the heartbeat until
 //     the goal is resumed (or its budget or schedule changes). Poll agents' hosts ask
 //     should-run themselves and own the hint progression: their ticks record a read-only
-//     answer (quota.Decide over the snapshot) and keep the cron cadence.
+//     answer (quota.Decide over the snapshot) and keep the cron cadence. Such a tick starts
+//     nothing, so a run answer is recorded as due (the host learns it at its next poll),
+//     never as ran.
 //   - A new todo, an inbox message or an answered gate re-arms the goal's heartbeats (a
 //     trigger), so work arriving during a long backoff is picked up at the next cron time.
 //   - Each goal's schedules are delayed by a deterministic phase in [0, MaxJitter), below the

@@ -128,7 +128,7 @@ func New(cfg Config) (*Scheduler, error) {
 type Stats struct {
 	Armed     int
 	Schedules int // due schedules handled
-	Ticks     int // tick rows written (ran, skipped and missed)
+	Ticks     int // tick rows written (ran, due, skipped and missed)
 	Missed    int
 	Started   int // turns handed to a runner
 	Reminders int
@@ -492,8 +492,9 @@ func (s *Scheduler) settleHeartbeat(w *fired, tick *store.Tick) (time.Duration, 
 		tick.Reason = d.EffectiveAction
 		w.job = &Job{Schedule: sc, Turn: *d.Turn, Decision: d}
 	case d.Decision == "run":
-		// Poll: the host asks should-run itself and runs the turn; the tick records the answer.
-		tick.Outcome, tick.Reason = store.TickRan, "host_polls"
+		// Poll: nothing starts here. The host asks should-run itself and runs the turn; the
+		// tick records that one is due, and why.
+		tick.Outcome, tick.Reason = store.TickDue, d.EffectiveAction
 	default:
 		tick.Outcome, tick.Reason = store.TickSkipped, d.State
 	}

@@ -14,7 +14,7 @@ type DigestItem struct {
 	Agent  string `json:"agent,omitempty"`
 	Ref    string `json:"ref,omitempty"`
 	Status string `json:"status,omitempty"`
-	Detail string `json:"detail,omitempty"` // a gate's answer, a todo's priority
+	Detail string `json:"detail,omitempty"` // an answered gate's option, a todo's priority
 }
 
 // DigestDay is one day of the chart: turns started and slots spent that day (in the
@@ -28,30 +28,32 @@ type DigestDay struct {
 // DigestFacts is what happened on a goal in [WindowStart, WindowEnd). Lists are capped;
 // the counts are exact.
 type DigestFacts struct {
-	GoalID       string    `json:"goal_id"`
-	GoalTitle    string    `json:"goal_title"`
-	Lang         string    `json:"lang"`
-	WindowStart  time.Time `json:"window_start"`
-	WindowEnd    time.Time `json:"window_end"`
-	TodosDone    int       `json:"todos_done"`
-	TodosOpened  int       `json:"todos_opened"`
-	GatesAsked   int       `json:"gates_asked"`
-	GatesAnswerd int       `json:"gates_answered"`
-	GatesOpen    int       `json:"gates_open"`
-	Evidence     int       `json:"evidence"`
-	TurnsRun     int       `json:"turns_run"`
-	TurnsOK      int       `json:"turns_ok"`
-	TurnsFailed  int       `json:"turns_failed"`
-	Missed       int       `json:"missed"`
-	SlotsSpent   int       `json:"slots_spent"`   // in the window
-	WindowSpent  int       `json:"window_spent"`  // in the quota's rolling window ending at WindowEnd
-	AllowedSlots int       `json:"allowed_slots"` // per quota window
-	WindowHours  int       `json:"window_hours"`
+	GoalID         string    `json:"goal_id"`
+	GoalTitle      string    `json:"goal_title"`
+	Lang           string    `json:"lang"`
+	WindowStart    time.Time `json:"window_start"`
+	WindowEnd      time.Time `json:"window_end"`
+	TodosDone      int       `json:"todos_done"`
+	TodosOpened    int       `json:"todos_opened"`
+	GatesAsked     int       `json:"gates_asked"`
+	GatesAnswerd   int       `json:"gates_answered"`  // approved, rejected or answered with an option
+	GatesCancelled int       `json:"gates_cancelled"` // withdrawn by the agent that asked
+	GatesOpen      int       `json:"gates_open"`
+	Evidence       int       `json:"evidence"`
+	TurnsRun       int       `json:"turns_run"`
+	TurnsOK        int       `json:"turns_ok"`
+	TurnsFailed    int       `json:"turns_failed"`
+	Missed         int       `json:"missed"`
+	SlotsSpent     int       `json:"slots_spent"`   // in the window
+	WindowSpent    int       `json:"window_spent"`  // in the quota's rolling window ending at WindowEnd
+	AllowedSlots   int       `json:"allowed_slots"` // per quota window
+	WindowHours    int       `json:"window_hours"`
 
 	Done        []DigestItem `json:"done"`
 	Opened      []DigestItem `json:"opened"`
 	Asked       []DigestItem `json:"asked"`
 	Answered    []DigestItem `json:"answered"`
+	Cancelled   []DigestItem `json:"cancelled"`
 	StillOpen   []DigestItem `json:"still_open"`
 	EvidenceTop []DigestItem `json:"evidence_top"`
 	NextTodos   []DigestItem `json:"next_todos"` // the open todos the next turns will pick, by priority
@@ -69,7 +71,8 @@ func ReadDigestFacts(ctx context.Context, db DB, goalID string, from, to time.Ti
 		(SELECT count(*) FROM todo WHERE goal_id = g.id AND done_at >= $2 AND done_at < $3 AND status = 'done'),
 		(SELECT count(*) FROM todo WHERE goal_id = g.id AND created_at >= $2 AND created_at < $3),
 		(SELECT count(*) FROM gate WHERE goal_id = g.id AND created_at >= $2 AND created_at < $3),
-		(SELECT count(*) FROM gate WHERE goal_id = g.id AND answered_at >= $2 AND answered_at < $3),
+		(SELECT count(*) FROM gate WHERE goal_id = g.id AND answered_at >= $2 AND answered_at < $3 AND status <> 'cancelled'),
+		(SELECT count(*) FROM gate WHERE goal_id = g.id AND answered_at >= $2 AND answered_at < $3 AND status = 'cancelled'),
 		(SELECT count(*) FROM gate WHERE goal_id = g.id AND created_at < $3
 		    AND (status = 'open' OR answered_at >= $3)),
 		(SELECT count(*) FROM evidence WHERE goal_id = g.id AND created_at >= $2 AND created_at < $3),
@@ -83,7 +86,7 @@ func ReadDigestFacts(ctx context.Context, db DB, goalID string, from, to time.Ti
 		  WHERE goal_id = g.id AND kind IN ('slot_spent', 'slot_voided')
 		    AND created_at >= $3 - g.window_hours * interval '1 hour' AND created_at < $3)
 		FROM goal g WHERE g.id = $1`, goalID, from, to).Scan(&f.GoalTitle, &f.Lang, &f.AllowedSlots, &f.WindowHours,
-		&f.TodosDone, &f.TodosOpened, &f.GatesAsked, &f.GatesAnswerd, &f.GatesOpen, &f.Evidence,
+		&f.TodosDone, &f.TodosOpened, &f.GatesAsked, &f.GatesAnswerd, &f.GatesCancelled, &f.GatesOpen, &f.Evidence,
 		&f.TurnsRun, &f.TurnsOK, &f.TurnsFailed, &f.Missed, &f.SlotsSpent, &f.WindowSpent)
 	if err != nil {
 		return f, fmt.Errorf("read digest counts: %w", mapErr(err))
@@ -100,8 +103,12 @@ func ReadDigestFacts(ctx context.Context, db DB, goalID string, from, to time.Ti
 			WHERE goal_id = $1 AND created_at >= $2 AND created_at < $3 ORDER BY id LIMIT $4`, window},
 		{&f.Asked, `SELECT id, question, agent_id, '', status, '' FROM gate
 			WHERE goal_id = $1 AND created_at >= $2 AND created_at < $3 ORDER BY id LIMIT $4`, window},
-		{&f.Answered, `SELECT id, question, agent_id, '', status, coalesce(answered_by, '') FROM gate
-			WHERE goal_id = $1 AND answered_at >= $2 AND answered_at < $3 ORDER BY answered_at, id LIMIT $4`, window},
+		{&f.Answered, `SELECT id, question, agent_id, '', status, CASE status WHEN 'answered' THEN coalesce(answer, '') ELSE '' END
+			FROM gate WHERE goal_id = $1 AND answered_at >= $2 AND answered_at < $3 AND status <> 'cancelled'
+			ORDER BY answered_at, id LIMIT $4`, window},
+		{&f.Cancelled, `SELECT id, question, agent_id, '', status, '' FROM gate
+			WHERE goal_id = $1 AND answered_at >= $2 AND answered_at < $3 AND status = 'cancelled'
+			ORDER BY answered_at, id LIMIT $4`, window},
 		{&f.StillOpen, `SELECT id, question, agent_id, '', 'open', '' FROM gate
 			WHERE goal_id = $1 AND created_at < $2 AND (status = 'open' OR answered_at >= $2)
 			ORDER BY id LIMIT $3`, []any{goalID, to, digestListCap}},

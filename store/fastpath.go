@@ -116,8 +116,11 @@ func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMe
 		    ON CONFLICT (event_id) DO NOTHING
 		    RETURNING event_id
 		), item AS (
-		    INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender, source_chat, source_message)
-		    SELECT ok.goal_id, ok.agent_id, ok.mode, ok.text, ok.sender, ok.chat_id, ok.message_id
+		    -- A queue item records the live turn it waits out, as InsertInboxItem does.
+		    INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender, source_chat, source_message, turn_id)
+		    SELECT ok.goal_id, ok.agent_id, ok.mode, ok.text, ok.sender, ok.chat_id, ok.message_id,
+		           CASE WHEN ok.mode = 'queue' THEN (SELECT t.id FROM turn t WHERE t.goal_id = ok.goal_id
+		                AND t.agent_id = ok.agent_id AND t.state = 'live') END
 		    FROM ok JOIN ev USING (event_id) ORDER BY ok.n
 		    ON CONFLICT (source_message, goal_id, agent_id) WHERE source_message <> '' DO NOTHING
 		    RETURNING id, goal_id, agent_id, source_message

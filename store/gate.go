@@ -21,9 +21,13 @@ func contains(list []string, s string) bool {
 
 // Gate statuses and kinds.
 const (
-	GateOpen      = "open"
-	GateApproved  = "approved"
-	GateRejected  = "rejected"
+	GateOpen     = "open"
+	GateApproved = "approved"
+	GateRejected = "rejected"
+	// GateAnswered is a gate answered with one of its own options other than approve and
+	// reject (say "later"): Answer holds the option. Like an approval it stops blocking (the
+	// todo it held reopens); what the option means is for the asking agent to read.
+	GateAnswered  = "answered"
 	GateCancelled = "cancelled"
 
 	GateKindQuestion = "question"
@@ -71,7 +75,7 @@ type AskGateParams struct {
 type AnswerGateParams struct {
 	GoalID     string
 	GateID     int64
-	Answer     string // approve | reject
+	Answer     string // approve | reject | one of the gate's options
 	AnsweredBy string // open_id
 	Comment    string
 	// CardVersion, when non-zero, must equal the gate's card_version (a click on an older
@@ -275,11 +279,13 @@ const (
 	StallPause    = "pause"    // rejects: the goal stops
 )
 
-// AnswerGate approves or rejects an open gate. Only an owner of the goal may answer; anyone
-// else gets ErrRefused and an audit row with allowed=false. Answer is "approve", "reject" or
-// one of the gate's options (any option but "reject", or "pause" on a stall gate, approves). Approving unblocks the todo
-// (its claim is kept); rejecting leaves it blocked for its agent to re-plan. Rejecting a stall
-// gate stops the goal.
+// AnswerGate answers an open gate. Only an owner of the goal may answer; anyone else gets
+// ErrRefused and an audit row with allowed=false. Answer is "approve", "reject" or one of the
+// gate's options, and is stored as given. "approve" approves and "reject" rejects (on a stall
+// gate, "continue" approves and "pause" rejects); any other option leaves the gate answered
+// (GateAnswered): it no longer blocks, and the asking agent reads the option. Approving or
+// answering unblocks the todo (its claim is kept); rejecting leaves it blocked for its agent to
+// re-plan. Rejecting a stall gate stops the goal.
 func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error) {
 	if err := checkID("goal_id", p.GoalID); err != nil {
 		return Gate{}, err
@@ -325,12 +331,12 @@ func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error
 		}
 		status := ""
 		switch {
-		case p.Answer == "approve":
+		case p.Answer == "approve", g.Kind == GateKindStall && p.Answer == StallContinue:
 			status = GateApproved
 		case p.Answer == "reject", g.Kind == GateKindStall && p.Answer == StallPause:
 			status = GateRejected
 		case contains(g.Options, p.Answer):
-			status = GateApproved
+			status = GateAnswered
 		default:
 			return Gate{}, Audit{}, Errorf(ErrInvalid, "answer", "%q is not approve, reject or one of the gate's options %v", clip(p.Answer), g.Options)
 		}
@@ -338,7 +344,7 @@ func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error
 		if err != nil {
 			return Gate{}, Audit{}, err
 		}
-		if out.TodoID != 0 && status == GateApproved {
+		if out.TodoID != 0 && status != GateRejected {
 			if err := unblockTodo(ctx, tx, out, now); err != nil {
 				return Gate{}, Audit{}, err
 			}
@@ -442,7 +448,7 @@ func (s *Store) ListGates(ctx context.Context, p ListGatesParams) ([]Gate, error
 		return nil, err
 	}
 	if p.Status != "" {
-		if err := checkOneOf("status", p.Status, GateOpen, GateApproved, GateRejected, GateCancelled); err != nil {
+		if err := checkOneOf("status", p.Status, GateOpen, GateApproved, GateRejected, GateAnswered, GateCancelled); err != nil {
 			return nil, err
 		}
 	}

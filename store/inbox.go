@@ -13,7 +13,7 @@ import (
 // Inbox delivery modes.
 const (
 	ModeInbox = "inbox" // kept until the agent drains it
-	ModeQueue = "queue" // handed to the agent at its next turn start
+	ModeQueue = "queue" // handed to the agent's next turn, never to the turn live when it was queued
 	ModeSteer = "steer" // for the agent's live turn only
 )
 
@@ -58,7 +58,7 @@ type InboxInsert struct {
 	SourceChat    string
 	SourceMessage string // with goal and agent, unique: a redelivered message is one item
 	SourceThread  string
-	TurnID        int64 // steer: the live turn it is for
+	TurnID        int64 // steer: the live turn it is for (queue items record the live turn themselves)
 	ExpiresAt     time.Time
 }
 
@@ -96,7 +96,9 @@ func lockAgentInbox(ctx context.Context, db DB, goalID, agentID string) error {
 }
 
 // InsertInboxItem adds an item in the caller's transaction. The same source message for the
-// same agent is one item: a repeat returns the first with created=false. maxPending (> 0)
+// same agent is one item: a repeat returns the first with created=false. A queue item records
+// the agent's live turn, if any, as its turn: DrainInbox holds it back while that turn lives,
+// so it reaches the next turn, never the live one. maxPending (> 0)
 // bounds the agent's unacked items: at the bound it fails with ErrFull and writes nothing
 // (concurrent enqueues racing at the bound may pass it by at most their number).
 func InsertInboxItem(ctx context.Context, db DB, in InboxInsert, maxPending int) (item InboxItem, created bool, err error) {
@@ -130,7 +132,8 @@ func InsertInboxItem(ctx context.Context, db DB, in InboxInsert, maxPending int)
 	item, err = scanInbox(db.QueryRow(ctx, `
 		INSERT INTO inbox_item (goal_id, agent_id, session_id, mode, text, sender, source_chat,
 		                        source_message, source_thread, turn_id, expires_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint, $11::timestamptz
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9,
+		       CASE WHEN $4 = 'queue' THEN `+queueTurnSQL+` ELSE $10::bigint END, $11::timestamptz
 		WHERE $12::int <= 0 OR (SELECT count(*) FROM inbox_item
 		      WHERE goal_id = $1 AND agent_id = $2 AND state IN ('pending', 'delivered')) < $12::int
 		ON CONFLICT (source_message, goal_id, agent_id) WHERE source_message <> '' DO NOTHING
@@ -165,6 +168,17 @@ func InsertInboxItem(ctx context.Context, db DB, in InboxInsert, maxPending int)
 		in.GoalID, in.AgentID, n, maxPending)
 }
 
+// queueTurnSQL is the turn a queue item for goal $1, agent $2 waits out: the agent's live turn
+// when it is queued. (A live turn whose lease has passed holds nothing: see queueHeldSQL.)
+const queueTurnSQL = `(SELECT t.id FROM turn t WHERE t.goal_id = $1 AND t.agent_id = $2 AND t.state = 'live')`
+
+// queueHeldSQL is true for an inbox item that must not be handed out yet at $now: a queue item
+// whose turn (the one live when it was queued) is still live.
+func queueHeldSQL(item, now string) string {
+	return `(` + item + `.mode = 'queue' AND ` + item + `.turn_id IS NOT NULL AND EXISTS (SELECT 1 FROM turn qt
+		WHERE qt.id = ` + item + `.turn_id AND qt.state = 'live' AND qt.lease_expires_at > ` + now + `))`
+}
+
 // DrainParams selects what DrainInbox hands out.
 type DrainParams struct {
 	GoalID    string
@@ -177,8 +191,9 @@ type DrainParams struct {
 }
 
 // DrainInbox returns the agent's pending items, steer items first and then oldest first, and
-// marks them delivered. Before choosing, it returns timed-out deliveries to pending and
-// expires items past their expiry.
+// marks them delivered. A queue item queued during a turn that is still live is not among
+// them: it waits for the next turn. Before choosing, it returns timed-out deliveries to
+// pending and expires items past their expiry.
 func DrainInbox(ctx context.Context, db DB, p DrainParams) ([]InboxItem, error) {
 	if p.GoalID == "" || p.AgentID == "" {
 		return nil, Errorf(ErrInvalid, "agent", "goal_id and agent_id are required")
@@ -203,6 +218,7 @@ func DrainInbox(ctx context.Context, db DB, p DrainParams) ([]InboxItem, error) 
 			SELECT id FROM inbox_item
 			WHERE goal_id = $1 AND agent_id = $2 AND state = 'pending'
 			  AND ($3 = '' OR session_id IN ($3, ''))
+			  AND NOT `+queueHeldSQL("inbox_item", "$5")+`
 			ORDER BY (mode = 'steer') DESC, id
 			LIMIT $4
 			FOR UPDATE)

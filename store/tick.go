@@ -9,7 +9,10 @@ import (
 
 // Tick outcomes.
 const (
-	TickRan     = "ran"
+	TickRan = "ran" // an agent was woken (a turn started) or a digest was written
+	// TickDue: the answer was run but LoopX starts nothing: the agent's host polls should-run
+	// itself (a poll runner) and learns it at its next poll.
+	TickDue     = "due"
 	TickSkipped = "skipped"
 	TickMissed  = "missed"
 )
@@ -23,7 +26,7 @@ type Tick struct {
 	Kind       string
 	FireAt     time.Time
 	RunAt      time.Time
-	Outcome    string // TickRan, TickSkipped, TickMissed
+	Outcome    string // TickRan, TickDue, TickSkipped, TickMissed
 	Reason     string
 	CatchUp    bool
 	Decision   json.RawMessage // the should-run answer; {} when none was asked

@@ -48,7 +48,7 @@ func wireScheduler(ctx context.Context, d *deps) ([]component, error) {
 		opts  prometheus.CounterOpts
 		value func(scheduler.Stats) float64
 	}{
-		{prometheus.CounterOpts{Name: "loopx_scheduler_ticks_total", Help: "Tick rows written by this replica (ran, skipped and missed)."}, func(t scheduler.Stats) float64 { return float64(t.Ticks) }},
+		{prometheus.CounterOpts{Name: "loopx_scheduler_ticks_total", Help: "Tick rows written by this replica (ran, due, skipped and missed)."}, func(t scheduler.Stats) float64 { return float64(t.Ticks) }},
 		{prometheus.CounterOpts{Name: "loopx_scheduler_missed_total", Help: "Fire times recorded missed after downtime by this replica."}, func(t scheduler.Stats) float64 { return float64(t.Missed) }},
 		{prometheus.CounterOpts{Name: "loopx_scheduler_turns_started_total", Help: "Turns handed to exec or webhook runners by this replica."}, func(t scheduler.Stats) float64 { return float64(t.Started) }},
 		{prometheus.CounterOpts{Name: "loopx_scheduler_reminders_total", Help: "Gate reminders sent by this replica."}, func(t scheduler.Stats) float64 { return float64(t.Reminders) }},

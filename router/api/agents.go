@@ -43,6 +43,11 @@ func (s *Server) listAgents(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if len(as) == 0 {
+		if err := s.goalExists(ctx, r); err != nil {
+			return 0, nil, err
+		}
+	}
 	return http.StatusOK, map[string]any{"agents": nonNil(as)}, nil
 }
 

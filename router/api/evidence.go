@@ -59,5 +59,10 @@ func (s *Server) listEvidence(ctx context.Context, r *request) (int, any, error)
 	if err != nil {
 		return 0, nil, err
 	}
+	if len(es) == 0 {
+		if err := s.goalExists(ctx, r); err != nil {
+			return 0, nil, err
+		}
+	}
 	return http.StatusOK, map[string]any{"evidence": nonNil(es)}, nil
 }

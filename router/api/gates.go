@@ -61,6 +61,11 @@ func (s *Server) listGates(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if len(gs) == 0 {
+		if err := s.goalExists(ctx, r); err != nil {
+			return 0, nil, err
+		}
+	}
 	return http.StatusOK, map[string]any{"gates": nonNil(gs)}, nil
 }
 

@@ -36,6 +36,10 @@ func (s *Server) routes() {
 	s.handle("POST /v1/goals/{goal}/refresh-state", s.refreshState)
 	s.handle("GET /v1/goals/{goal}/status", s.goalStatus)
 
+	s.handle("GET /v1/goals/{goal}/turns", s.listTurns)
+	s.handle("GET /v1/goals/{goal}/turns/{turn}", s.showTurn)
+	s.handle("GET /v1/goals/{goal}/decisions", s.listDecisions)
+
 	s.handle("GET /v1/goals/{goal}/agents/{agent}/inbox", s.inboxCounts)
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/drain", s.inboxDrain)
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/ack", s.inboxAck)

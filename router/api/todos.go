@@ -77,6 +77,11 @@ func (s *Server) listTodos(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if len(ts) == 0 {
+		if err := s.goalExists(ctx, r); err != nil {
+			return 0, nil, err
+		}
+	}
 	return http.StatusOK, map[string]any{"todos": nonNil(ts)}, nil
 }
 

@@ -1,0 +1,57 @@
+package router
+
+import (
+	"context"
+	"time"
+
+	"loopx/store"
+)
+
+// Defaults of /runs.
+const (
+	runsDefault    = 10             // turns listed when the command names no number
+	runsSkipWindow = 24 * time.Hour // how far back skipped decisions are counted
+)
+
+// runs answers /runs: the goal's last turns (agent, when, outcome, todo, evidence, length)
+// and its should-run skips of the last 24 hours grouped by reason, read from the run index.
+func (h *handling) runs(ctx context.Context, tg *target, p Parsed) error {
+	n := p.Count
+	if n == 0 {
+		n = runsDefault
+	}
+	now := h.c.opts.Now()
+	turns, err := store.ListTurns(ctx, h.tx, store.ListRunsParams{GoalID: tg.goal.ID, Limit: n})
+	if err != nil {
+		return err
+	}
+	skips, err := store.CountDecisions(ctx, h.tx, store.ListRunsParams{
+		GoalID: tg.goal.ID, Verdict: "skip", Since: now.Add(-runsSkipWindow)})
+	if err != nil {
+		return err
+	}
+	loc, zone := zoneOf(tg.goal.HeartbeatTZ)
+	list := []map[string]any{}
+	for _, t := range turns {
+		end := now
+		if t.EndedAt != nil {
+			end = *t.EndedAt
+		}
+		mins := max(0, int(end.Sub(t.StartedAt)/time.Minute))
+		list = append(list, map[string]any{
+			"ID": t.ID, "Agent": t.AgentID, "Started": t.StartedAt.In(loc).Format(statusTimeLayout),
+			"State": t.State, "Outcome": t.Outcome, "TodoID": t.TodoID, "TodoText": t.TodoText,
+			"Evidence": t.Evidence, "Spent": t.Spent, "Hours": mins / 60, "Minutes": mins % 60,
+		})
+	}
+	grouped := []map[string]any{}
+	total := 0
+	for _, c := range skips {
+		total += c.Count
+		grouped = append(grouped, map[string]any{"State": c.State, "Reason": c.Reason, "Count": c.Count})
+	}
+	return h.reply(ctx, "runs", map[string]any{
+		"GoalID": tg.goal.ID, "Zone": zone, "Turns": list, "Skips": grouped, "SkipTotal": total,
+		"SkipHours": int(runsSkipWindow / time.Hour),
+	}, tg)
+}
