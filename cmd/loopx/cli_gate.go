@@ -63,11 +63,11 @@ func (a *app) gateCommand() *cobra.Command {
 				q.Set("status", status)
 			}
 			return a.call(c, http.MethodGet, goalPath(goal, "gates"), q, nil,
-				printList("gates", "gate_id", "status", "agent_id", "todo_id", "question"))
+				printList("gates", "gate_id", "status", "answer", "agent_id", "todo_id", "question"))
 		},
 	}
 	ids(list, false)
-	list.Flags().StringVar(&status, "status", "", "open, approved, rejected or cancelled")
+	list.Flags().StringVar(&status, "status", "", "open, approved, rejected, answered (with one of its own options) or cancelled")
 
 	var ans api.AnswerBody
 	answer := &cobra.Command{
@@ -83,7 +83,7 @@ is not an owner is refused (exit 1) and the refusal is audited.`,
 		},
 	}
 	ids(answer, true)
-	answer.Flags().StringVar(&ans.Answer, "answer", "", "approve or reject (or one of the gate's options)")
+	answer.Flags().StringVar(&ans.Answer, "answer", "", "approve, reject, or another of the gate's options (stored as it is: status answered)")
 	_ = answer.MarkFlagRequired("answer")
 	answer.Flags().StringVar(&ans.AnsweredBy, "as", "", "open_id of the owner who decides")
 	_ = answer.MarkFlagRequired("as")

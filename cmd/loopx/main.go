@@ -106,6 +106,7 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.quotaCommand(),
 		a.refreshStateCommand(),
 		a.auditCommand(),
+		a.runsCommand(),
 		a.chatCommand(),
 		a.inboxCommand(),
 		a.mcpCommand(),
