@@ -91,7 +91,7 @@ type check struct {
 // doctorHooks are extra checks other areas add (one line each), e.g. the Lark connection.
 func doctorHooks() []func(ctx context.Context, getenv func(string) string) check {
 	return []func(ctx context.Context, getenv func(string) string) check{
-		settingsCheck,
+		settingsCheck, privateDatabaseCheck,
 		larkAppCheck, larkLinkCheck, larkOutboxCheck,
 	}
 }

@@ -192,6 +192,32 @@ func TestConfigOnOffSettingsAreStrict(t *testing.T) {
 	require.ErrorContains(t, err, "LOOPX_LANG")
 }
 
+// Addresses and URLs are settings like the others: checked before anything starts (the
+// private database included), each wrong one named.
+func TestConfigChecksAddressesBeforeStarting(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_LISTEN": "0.0.0.0:8080",
+		"LOOPX_SANDBOX_ADDR": "127.0.0.1:0", "LOOPX_AGENT_URL": "https://loopx.example:8443"}))
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0:8080", cfg.Listen)
+	for name, v := range map[string]string{
+		"LOOPX_LISTEN": "localhost", "LOOPX_SANDBOX_ADDR": "127.0.0.1:port", "LOOPX_AGENT_URL": "loopx.example:7377",
+	} {
+		_, err := loadConfig(env(map[string]string{"HOME": "/h", name: v}))
+		require.ErrorContains(t, err, name+": ", v)
+	}
+	_, err = loadConfig(env(map[string]string{"HOME": "/h", "LOOPX_LISTEN": ":99999"}))
+	require.ErrorContains(t, err, "LOOPX_LISTEN")
+
+	// serve stops with exit 2 naming the variable, before it starts a database.
+	home := t.TempDir()
+	code, _, stderr := runInProcess(t, map[string]string{"LOOPX_HOME": home, "LOOPX_LISTEN": "nowhere"}, "serve")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, `LOOPX_LISTEN: "nowhere" is not a host:port address`)
+	_, err = os.Stat(filepath.Join(home, "pg"))
+	require.ErrorIs(t, err, os.ErrNotExist, "no database was started")
+}
+
 func TestWithPoolSize(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "postgres://u@h:5432/db?pool_max_conns=20&sslmode=disable",

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -154,6 +156,23 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	for _, a := range strings.Split(getenv("LOOPX_ADMINS"), ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			cfg.Admins = append(cfg.Admins, a)
+		}
+	}
+	// Addresses and URLs are checked here, not when they are first used: by then the private
+	// database would have started.
+	checkAddr := func(name, v string) {
+		host, port, err := net.SplitHostPort(v)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 || strings.ContainsAny(host, " /") {
+			bad(name, "%q is not a host:port address such as %s", v, DefaultListen)
+		}
+	}
+	checkAddr("LOOPX_LISTEN", cfg.Listen)
+	if cfg.SandboxAddr != "" {
+		checkAddr("LOOPX_SANDBOX_ADDR", cfg.SandboxAddr)
+	}
+	if v := cfg.Scheduler.AgentURL; v != "" {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("LOOPX_AGENT_URL", "%q is not an http(s) URL such as http://%s", v, DefaultListen)
 		}
 	}
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {

@@ -98,6 +98,7 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.migrateCommand(),
 		a.versionCommand(),
 		a.doctorCommand(),
+		a.resetCommand(),
 		a.goalCommand(),
 		a.agentCommand(),
 		a.todoCommand(),

@@ -354,11 +354,17 @@ func openDatabase(ctx context.Context, cfg Config, logger *slog.Logger) (string,
 	if cfg.DatabaseURL != "" {
 		return string(cfg.DatabaseURL), func() {}, nil
 	}
+	opts := devpg.Options{Dir: filepath.Join(cfg.Home, "pg"), Logger: logger.With("component", "devpg")}
+	// Say where the cluster is before anything else: as root it may not be under LOOPX_HOME.
+	where, moved, err := devpg.Locate(opts)
+	if err != nil {
+		return "", nil, fmt.Errorf("locate the private database: %w", err)
+	}
+	logger.InfoContext(ctx, "private database", "cluster_dir", where, "under_loopx_home", !moved,
+		"start_over", "loopx reset --sandbox")
 	// The cluster must outlive the shutdown of everything that uses it, so it is not tied to
 	// ctx: the returned stop func runs last.
-	c, err := devpg.Start(context.WithoutCancel(ctx), devpg.Options{
-		Dir: filepath.Join(cfg.Home, "pg"), Logger: logger.With("component", "devpg"),
-	})
+	c, err := devpg.Start(context.WithoutCancel(ctx), opts)
 	if err != nil {
 		return "", nil, fmt.Errorf("start the private database (set DATABASE_URL to use your own): %w", err)
 	}

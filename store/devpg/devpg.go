@@ -31,6 +31,10 @@ var ErrNoBinaries = errors.New("no PostgreSQL server binaries (initdb, postgres)
 type Options struct {
 	// Dir is the cluster home; the data directory is Dir/data. Required.
 	Dir string
+	// Fallback is the directory under which the cluster lives instead when the process runs
+	// as root and the postgres system user cannot reach Dir (see Locate); "" means
+	// DefaultFallback.
+	Fallback string
 	// Logger receives lifecycle messages. Nil discards them.
 	Logger *slog.Logger
 	// StartTimeout bounds how long Start waits for the server to accept connections.
@@ -54,6 +58,44 @@ type Cluster struct {
 	endOnce  sync.Once
 	watchEnd chan struct{} // closed by Stop so the context watcher returns
 	watchWG  sync.WaitGroup
+}
+
+// DefaultFallback is where clusters go whose Dir the postgres system user cannot reach.
+const DefaultFallback = "/var/lib/loopx"
+
+// LocationFile is the file Start writes in Dir when the cluster lives elsewhere: it holds the
+// cluster's directory, so a person looking in Dir finds it.
+const LocationFile = "CLUSTER-LOCATION"
+
+// Locate returns the cluster home Start uses for opts, creating nothing: opts.Dir, or, when
+// the process runs as root and the postgres system user cannot search every parent of
+// opts.Dir (a parent such as /root is closed to it), <Fallback>/devpg-<hash of opts.Dir>.
+// moved reports the second case.
+func Locate(opts Options) (dir string, moved bool, err error) {
+	if opts.Dir == "" {
+		return "", false, errors.New("locate private postgres: Options.Dir is empty")
+	}
+	home, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return "", false, fmt.Errorf("resolve cluster dir: %w", err)
+	}
+	cred, err := credential()
+	if err != nil {
+		return "", false, err
+	}
+	if cred == nil || reachable(home, cred) {
+		return home, false, nil
+	}
+	return fallbackDir(opts, home), true, nil
+}
+
+func fallbackDir(opts Options, home string) string {
+	sum := sha256.Sum256([]byte(home))
+	root := opts.Fallback
+	if root == "" {
+		root = DefaultFallback
+	}
+	return filepath.Join(root, "devpg-"+hex.EncodeToString(sum[:6]))
 }
 
 // BinDir returns the directory holding initdb and postgres.
@@ -106,23 +148,34 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := filepath.Abs(opts.Dir)
+	dir, moved, err := Locate(opts)
 	if err != nil {
-		return nil, fmt.Errorf("resolve cluster dir: %w", err)
+		return nil, err
 	}
 	cred, err := credential()
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	home, _ := filepath.Abs(opts.Dir)
+	_, statErr := os.Stat(home)
+	homeExisted := statErr == nil
+	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("create cluster dir: %w", err)
 	}
-	if cred != nil && !reachable(dir, cred) {
-		sum := sha256.Sum256([]byte(dir))
-		alt := filepath.Join("/var/lib/loopx", "devpg-"+hex.EncodeToString(sum[:6]))
-		logger.InfoContext(ctx, "the postgres user cannot reach the cluster dir; using another",
-			"dir", dir, "cluster_dir", alt)
-		dir = alt
+	if moved {
+		logger.InfoContext(ctx, "the postgres user cannot reach the cluster dir; the cluster lives elsewhere",
+			"dir", home, "cluster_dir", dir)
+		if !homeExisted {
+			// Dir was deleted (or never made) while its fallback cluster stayed: that cluster
+			// belongs to a home that is gone, and must not be taken for this one's.
+			if err := setAside(ctx, dir, logger); err != nil {
+				return nil, err
+			}
+		}
+		// Say where it is, in the directory a person looks in.
+		if err := os.WriteFile(filepath.Join(home, LocationFile), []byte(dir+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("record cluster location: %w", err)
+		}
 		// The parent must be enterable by the postgres user; the cluster dir itself is its own.
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return nil, fmt.Errorf("create cluster dir: %w", err)
@@ -162,6 +215,21 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	return nil, lastErr
+}
+
+// setAside renames a fallback cluster left by a deleted home to <dir>.orphaned-<time>, so
+// that the home starts over as its deletion meant, and nothing is lost by surprise either.
+func setAside(ctx context.Context, dir string, logger *slog.Logger) error {
+	if _, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil {
+		return nil
+	}
+	aside := dir + ".orphaned-" + time.Now().UTC().Format("20060102T150405")
+	if err := os.Rename(dir, aside); err != nil {
+		return fmt.Errorf("set aside the cluster of a deleted home: %w", err)
+	}
+	logger.WarnContext(ctx, "the cluster dir was deleted but its cluster was kept elsewhere; that cluster was set aside and a new one starts (delete the old one when you no longer need it)",
+		"set_aside", aside)
+	return nil
 }
 
 func launch(ctx context.Context, bin, dir, data string, cred *syscall.Credential, logger *slog.Logger, timeout time.Duration) (*Cluster, error) {
@@ -333,29 +401,32 @@ func credential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
 }
 
-// reachable reports whether the user of cred can search every existing ancestor of dir.
+// reachable reports whether the user of cred can search every ancestor of dir. An ancestor
+// that does not exist yet would be created by this (root) process, closed to others: it
+// counts as unreachable.
 func reachable(dir string, cred *syscall.Credential) bool {
 	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
 		st, err := os.Stat(p)
-		if err == nil {
-			sys, ok := st.Sys().(*syscall.Stat_t)
-			if !ok {
+		if err != nil {
+			return false
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return false
+		}
+		mode := st.Mode().Perm()
+		switch {
+		case sys.Uid == cred.Uid:
+			if mode&0o100 == 0 {
 				return false
 			}
-			mode := st.Mode().Perm()
-			switch {
-			case sys.Uid == cred.Uid:
-				if mode&0o100 == 0 {
-					return false
-				}
-			case sys.Gid == cred.Gid:
-				if mode&0o010 == 0 {
-					return false
-				}
-			default:
-				if mode&0o001 == 0 {
-					return false
-				}
+		case sys.Gid == cred.Gid:
+			if mode&0o010 == 0 {
+				return false
+			}
+		default:
+			if mode&0o001 == 0 {
+				return false
 			}
 		}
 		if p == "/" || p == "." {

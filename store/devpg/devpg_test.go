@@ -73,3 +73,60 @@ func TestStopsOnContextCancel(t *testing.T) {
 	}
 	require.NoError(t, c.Stop())
 }
+
+// As root, a cluster home the postgres user cannot reach (under /root, say) keeps its cluster
+// in the fallback directory: Locate says where before anything starts, the home holds a file
+// naming it, and deleting the home starts over (the old cluster is set aside, not reused).
+func TestClusterOfAClosedHomeIsFoundAndStartsOver(t *testing.T) {
+	t.Parallel()
+	if _, err := devpg.BinDir(); errors.Is(err, devpg.ErrNoBinaries) {
+		t.Skip("no PostgreSQL server binaries on this machine")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("only a root process moves the cluster out of a home closed to the postgres user")
+	}
+	ctx := t.Context()
+	closed := t.TempDir() // 0700, owned by root: closed to the postgres user, like /root
+	home := filepath.Join(closed, "loopx")
+	opts := devpg.Options{Dir: filepath.Join(home, "pg"), Fallback: tempDir(t)}
+
+	where, moved, err := devpg.Locate(opts)
+	require.NoError(t, err)
+	require.True(t, moved)
+	require.Equal(t, opts.Fallback, filepath.Dir(where))
+	_, err = os.Stat(home)
+	require.ErrorIs(t, err, os.ErrNotExist, "Locate creates nothing")
+
+	c, err := devpg.Start(ctx, opts)
+	require.NoError(t, err)
+	require.Equal(t, where, c.Dir())
+	b, err := os.ReadFile(filepath.Join(opts.Dir, devpg.LocationFile))
+	require.NoError(t, err)
+	require.Equal(t, where+"\n", string(b), "the home names where its cluster is")
+	exec := func(c *devpg.Cluster, sql string) error {
+		conn, err := pgx.Connect(ctx, c.URL())
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	require.NoError(t, exec(c, "CREATE TABLE kept (v int)"))
+	require.NoError(t, c.Stop())
+
+	c, err = devpg.Start(ctx, opts)
+	require.NoError(t, err)
+	require.NoError(t, exec(c, "SELECT * FROM kept"), "a restart reuses the cluster")
+	require.NoError(t, c.Stop())
+
+	// rm -rf the home: the next start has a new, empty cluster; the old one is set aside.
+	require.NoError(t, os.RemoveAll(home))
+	c, err = devpg.Start(ctx, opts)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Stop()) }()
+	require.Error(t, exec(c, "SELECT * FROM kept"), "a deleted home gets a fresh database")
+	aside, err := filepath.Glob(where + ".orphaned-*")
+	require.NoError(t, err)
+	require.Len(t, aside, 1)
+	_, err = os.Stat(filepath.Join(aside[0], "data", "PG_VERSION"))
+	require.NoError(t, err, "the old cluster is kept aside, not destroyed")
+}

@@ -13,7 +13,13 @@
 //   - PostgreSQL refuses to run as root. When the process runs as root, initdb and postgres
 //     run as the unprivileged "postgres" system user and the cluster directory is chowned to
 //     it. When that user cannot reach Dir (a parent such as /root is closed to it), the
-//     cluster lives in /var/lib/loopx/devpg-<hash of Dir> instead, which Cluster.Dir reports.
+//     cluster lives in <Options.Fallback>/devpg-<hash of Dir> instead (default
+//     /var/lib/loopx): Locate says so before anything starts, Cluster.Dir reports it, and Dir
+//     holds a file (LocationFile) naming it. Permissions of directories LoopX does not own are
+//     never changed.
+//   - Deleting Dir starts over: when Dir is gone but its fallback cluster is still there, that
+//     cluster is renamed <cluster>.orphaned-<time> (and logged) and a new one is made, so a
+//     deleted home never silently gets an old database back.
 //   - The server stops when Stop is called or the context given to Start is cancelled, and
 //     the kernel stops it if this process dies (parent-death signal).
 package devpg
