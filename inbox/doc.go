@@ -8,6 +8,8 @@
 //   - The same source message for the same agent is one item (a redelivered chat event or a
 //     retried enqueue adds nothing).
 //   - Drain hands out pending items steer first, then oldest first, and marks them delivered.
+//     A queue item sent while a turn of the agent was live is not handed out until that turn
+//     ends (or its lease passes): /queue is for the next turn, never the live one.
 //     An item not acked within Options.AckTimeout returns to pending (at the next drain, count
 //     or Requeue), so an agent that crashes mid-turn loses nothing.
 //   - A steer is for one live turn: if that turn ends before the agent takes the item, it

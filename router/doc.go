@@ -26,8 +26,14 @@
 //     nothing is delivered and the message is recorded in unrouted. A goal the sender may not
 //     see (neither owner, member nor admin, and not bound to this chat) is answered exactly like
 //     an unknown goal, with suggestions drawn only from goals the sender may see.
-//   - Delivery modes: inbox (default), /queue, /steer. /steer goes only to the agent's live turn
-//     and is refused, with how to queue instead, when there is none; never downgraded.
+//   - Delivery modes: inbox (default), /queue, /steer. /queue reaches the agent's next turn,
+//     never the one live when it is sent (the inbox holds it back). /steer goes only to the
+//     agent's live turn and is refused, with how to queue instead, when there is none; never
+//     downgraded.
+//   - Answers say what is true: /status shows each agent's state as should-run sees it (a live
+//     turn as working), with the same word /pause uses for a paused goal; /report sends the
+//     report or says that none was needed, never both or an empty promise; /runs reads the
+//     run index.
 //   - Authorization: owners may do everything on their goal; members may message its agents
 //     and use /status, /gates, /report; admins (Options.Admins) everything; anyone else gets a
 //     reply naming the goal's owners. Every refusal is audited. Card clicks are checked the
