@@ -124,7 +124,7 @@ type GateOut struct {
 
 // GateListIn is gate_list's input.
 type GateListIn struct {
-	Status string `json:"status,omitempty" jsonschema:"open, approved, rejected or cancelled (default all, newest first)"`
+	Status string `json:"status,omitempty" jsonschema:"open, approved, rejected, answered (with one of the gate's own options, in answer) or cancelled (default all, newest first)"`
 }
 
 // GatesOut lists gates.
@@ -320,6 +320,10 @@ func nextStepFor(out ShouldRunOut) string {
 		for _, g := range out.RecentGates {
 			if g.Status != store.GateOpen && g.AnsweredAt != nil {
 				fmt.Fprintf(&b, " Gate %d (%q) was %s by %s", g.ID, g.Question, g.Status, g.AnsweredBy)
+				if g.Status == store.GateAnswered {
+					// One of the gate's own options: what it means is for this agent to read.
+					fmt.Fprintf(&b, " with the option %q", g.Answer)
+				}
 				if g.Comment != "" {
 					fmt.Fprintf(&b, " with the comment %q", g.Comment)
 				}
