@@ -49,14 +49,14 @@ func TestQueueWaitsForTheNextTurn(t *testing.T) {
 	e.say(member, "/queue #docs/codex and this too") // transactional path
 	e.say(member, "#docs/codex right now")           // inbox: the live turn may take it
 	e.outbox()
+
+	require.Equal(t, []string{"right now"}, drain(), "inbox drain during the live turn does not hand out queued items")
+	require.Empty(t, drain())
 	for _, it := range e.inbox("docs", "codex") {
 		if it.Mode == store.ModeQueue {
 			require.Equal(t, live.ID, it.TurnID, "a queued item names the turn it waits out: %q", it.Text)
 		}
 	}
-
-	require.Equal(t, []string{"right now"}, drain(), "inbox drain during the live turn does not hand out queued items")
-	require.Empty(t, drain())
 	counts, err := e.ib.Counts(ctx, codex)
 	require.NoError(t, err)
 	require.Equal(t, 2, counts.Pending, "the queued items still wait, and are counted")

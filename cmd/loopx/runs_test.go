@@ -36,8 +36,8 @@ func cliServer(t *testing.T, admin string) (*store.Store, string) {
 	return st, hs.URL
 }
 
-// loopx runs lists the run index; listing an unknown goal exits 2 (the API's 404).
-func TestRunsCommandAndUnknownGoals(t *testing.T) {
+// loopx runs lists the run index, filtered and paged.
+func TestRunsCommand(t *testing.T) {
 	t.Parallel()
 	const admin = "admin-token-for-runs-cli-tests"
 	st, url := cliServer(t, admin)
@@ -98,17 +98,25 @@ func TestRunsCommandAndUnknownGoals(t *testing.T) {
 	code, _, stderr = runInProcess(t, vars, "runs", "--goal-id", "demo", "--state", "sleeping")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, stderr, "state")
+}
 
-	// An unknown goal is not an empty one.
+// Listing an unknown goal exits 2 with the API's 404 (not_found), not an empty list.
+func TestListingAnUnknownGoalExits2(t *testing.T) {
+	t.Parallel()
+	const admin = "admin-token-for-unknown-goal-tests"
+	st, url := cliServer(t, admin)
+	vars := map[string]string{"LOOPX_URL": url, "LOOPX_TOKEN": admin}
+	_, err := st.CreateGoal(t.Context(), store.CreateGoalParams{ID: "demo", Owners: []string{"ou_o"}, Meta: store.Meta{Actor: "admin", Surface: "system"}})
+	require.NoError(t, err)
 	for _, args := range [][]string{
 		{"todo", "list", "--goal-id", "nosuch"}, {"gate", "list", "--goal-id", "nosuch"},
-		{"evidence", "list", "--goal-id", "nosuch"}, {"runs", "--goal-id", "nosuch"},
+		{"evidence", "list", "--goal-id", "nosuch"}, {"agent", "list", "--goal-id", "nosuch"},
 	} {
 		code, out, stderr := runInProcess(t, vars, args...)
 		require.Equal(t, exitUsage, code, "%v: %s", args, out)
 		require.Contains(t, stderr, `goal_id: no goal "nosuch" (not_found)`, args)
 	}
-	code, out, stderr = runInProcess(t, vars, "todo", "list", "--goal-id", "demo", "--status", "done")
+	code, out, stderr := runInProcess(t, vars, "todo", "list", "--goal-id", "demo", "--status", "done")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "no todos\n", out, "a goal with no such todos is an empty list")
 }
