@@ -38,13 +38,10 @@ func zoneOf(tz string) (*time.Location, string) {
 }
 
 // agentStates is the per-agent part of /status: each agent's state in words (from its
-// should-run snapshot, read in the chat transaction), its inbox and its next heartbeat.
-func (h *handling) agentStates(ctx context.Context, goal store.Goal, now time.Time) ([]map[string]any, error) {
+// should-run snapshot, read in the chat transaction), its inbox and its next heartbeat (from
+// scheds, the goal's schedules).
+func (h *handling) agentStates(ctx context.Context, goal store.Goal, scheds []store.Schedule, now time.Time) ([]map[string]any, error) {
 	agents, err := store.ListAgents(ctx, h.tx, goal.ID)
-	if err != nil {
-		return nil, err
-	}
-	scheds, err := h.st.ListSchedules(ctx, goal.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -137,18 +134,14 @@ func (h *handling) describeAgent(ctx context.Context, row map[string]any, snap s
 	return nil
 }
 
-// nextReport is when the goal's report schedule fires next and in which zone it is shown
-// ("" when none is scheduled or armed yet).
-func (h *handling) nextReport(ctx context.Context, goalID string) (at, zone string, err error) {
-	scheds, err := h.st.ListSchedules(ctx, goalID)
-	if err != nil {
-		return "", "", err
-	}
+// nextReport is when the goal's report schedule (among scheds) fires next and in which zone
+// it is shown ("" when none is scheduled or armed yet).
+func nextReport(scheds []store.Schedule) (at, zone string) {
 	for _, sc := range scheds {
 		if sc.Kind == store.ScheduleReport && sc.Enabled && !sc.NextFireAt.IsZero() {
 			loc, zone := zoneOf(sc.TZ)
-			return sc.NextFireAt.In(loc).Format(statusTimeLayout), zone, nil
+			return sc.NextFireAt.In(loc).Format(statusTimeLayout), zone
 		}
 	}
-	return "", "", nil
+	return "", ""
 }

@@ -80,8 +80,12 @@ func (h *handling) goals(ctx context.Context) error {
 
 func (h *handling) status(ctx context.Context, tg *target) error {
 	now := h.c.opts.Now()
+	scheds, err := h.st.ListSchedules(ctx, tg.goal.ID)
+	if err != nil {
+		return err
+	}
 	// What each agent is really doing: its should-run state, live turn, inbox and heartbeat.
-	rows, err := h.agentStates(ctx, tg.goal, now)
+	rows, err := h.agentStates(ctx, tg.goal, scheds, now)
 	if err != nil {
 		return err
 	}
@@ -93,10 +97,7 @@ func (h *handling) status(ctx context.Context, tg *target) error {
 	for i, g := range gates {
 		shorts[i] = shortGate(g.ID)
 	}
-	report, reportZone, err := h.nextReport(ctx, tg.goal.ID)
-	if err != nil {
-		return err
-	}
+	report, reportZone := nextReport(scheds)
 	spent, err := store.SpentSlots(ctx, h.tx, tg.goal.ID, time.Duration(tg.goal.WindowHours)*time.Hour, now)
 	if err != nil {
 		return err
