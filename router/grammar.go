@@ -98,7 +98,7 @@ func commandTable() []command {
 		{"status", "/status [#goal]", map[string]string{"en": "what a goal and its agents are doing", "zh": "查看目标及其智能体的状态"}, needMember, argsGoalOpt, "chat.status"},
 		{"gates", "/gates [#goal]", map[string]string{"en": "open owner gates", "zh": "列出待决事项"}, needMember, argsGoalOpt, "chat.gates"},
 		{"report", "/report [#goal]", map[string]string{"en": "send a progress report now", "zh": "立即发送进度报告"}, needMember, argsGoalOpt, "chat.report"},
-		{"runs", "/runs [#goal] [n]", map[string]string{"en": "the last n turns (default 10) and why heartbeats skipped", "zh": "最近 n 轮（默认 10）及心跳跳过的原因"}, needMember, argsRuns, "chat.runs"},
+		{"runs", "/runs [#goal] [n]", map[string]string{"en": "the last n turns (default 10) and why turns were skipped", "zh": "最近 n 轮（默认 10）及跳过的原因"}, needMember, argsRuns, "chat.runs"},
 		{"bind", "/bind #goal[/agent]", map[string]string{"en": "route this chat (or thread) to a goal", "zh": "把本群（或话题）绑定到目标"}, needOwner, argsGoalReq, "chat.bind"},
 		{"unbind", "/unbind [#goal]", map[string]string{"en": "remove this chat's (or thread's) binding", "zh": "解除本群（或话题）的绑定"}, needOwner, argsGoalOpt, "chat.unbind"},
 		{"pause", "/pause #goal", map[string]string{"en": "stop running turns until /resume", "zh": "暂停目标，直到 /resume"}, needOwner, argsGoalOpt, "chat.pause"},

@@ -356,3 +356,22 @@ func TestRunsSummarisesTurnsAndSkips(t *testing.T) {
 	require.Contains(t, e.oneReply(e.say(member, "/runs #docs 99")).Content, "from 1 to 30")
 	require.True(t, strings.Contains(e.oneReply(e.say(stranger, "/runs #docs")).Content, "owner"), "strangers are refused")
 }
+
+func TestParseRuns(t *testing.T) {
+	t.Parallel()
+	for text, want := range map[string]router.Parsed{
+		"/runs":          {Command: "runs"},
+		"/runs 5":        {Command: "runs", Count: 5},
+		"／runs ＃docs 30": {Command: "runs", Addr: &router.Address{Goal: "docs"}, Count: 30},
+	} {
+		got, err := router.Parse(text)
+		require.NoError(t, err, text)
+		require.Equal(t, want, got, text)
+	}
+	for _, text := range []string{"/runs 0", "/runs 31", "/runs many", "/runs #docs 2 3"} {
+		_, err := router.Parse(text)
+		var pe *router.ParseError
+		require.ErrorAs(t, err, &pe, text)
+		require.Equal(t, "/runs [#goal] [n]", pe.Usage)
+	}
+}

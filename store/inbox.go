@@ -172,12 +172,10 @@ func InsertInboxItem(ctx context.Context, db DB, in InboxInsert, maxPending int)
 // when it is queued. (A live turn whose lease has passed holds nothing: see queueHeldSQL.)
 const queueTurnSQL = `(SELECT t.id FROM turn t WHERE t.goal_id = $1 AND t.agent_id = $2 AND t.state = 'live')`
 
-// queueHeldSQL is true for an inbox item that must not be handed out yet at $now: a queue item
-// whose turn (the one live when it was queued) is still live.
-func queueHeldSQL(item, now string) string {
-	return `(` + item + `.mode = 'queue' AND ` + item + `.turn_id IS NOT NULL AND EXISTS (SELECT 1 FROM turn qt
-		WHERE qt.id = ` + item + `.turn_id AND qt.state = 'live' AND qt.lease_expires_at > ` + now + `))`
-}
+// queueHeldSQL is true for an inbox_item row that must not be handed out yet at $5 (now): a
+// queue item whose turn (the one live when it was queued) is still live.
+const queueHeldSQL = `(inbox_item.mode = 'queue' AND inbox_item.turn_id IS NOT NULL AND EXISTS (
+	SELECT 1 FROM turn qt WHERE qt.id = inbox_item.turn_id AND qt.state = 'live' AND qt.lease_expires_at > $5))`
 
 // DrainParams selects what DrainInbox hands out.
 type DrainParams struct {
@@ -218,7 +216,7 @@ func DrainInbox(ctx context.Context, db DB, p DrainParams) ([]InboxItem, error) 
 			SELECT id FROM inbox_item
 			WHERE goal_id = $1 AND agent_id = $2 AND state = 'pending'
 			  AND ($3 = '' OR session_id IN ($3, ''))
-			  AND NOT `+queueHeldSQL("inbox_item", "$5")+`
+			  AND NOT `+queueHeldSQL+`
 			ORDER BY (mode = 'steer') DESC, id
 			LIMIT $4
 			FOR UPDATE)
