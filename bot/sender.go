@@ -26,6 +26,8 @@ type OutboxMessage struct {
 	Content       string
 	Attempts      int
 	CreatedAt     time.Time
+	// Reclaimed: an earlier claim of the row lapsed, so an earlier send may have reached Lark.
+	Reclaimed bool
 }
 
 // Outbox is the sender's view of the outbox table (implemented over the store by cmd/loopx).
@@ -320,9 +322,12 @@ func (s *Sender) deliver(ctx context.Context, c OutboxMessage) {
 		log.InfoContext(ctx, "reply target recalled; sending as a new message", "reply_to", c.ReplyTo, "code", res.Code)
 		res, err = s.send(ctx, c, msgType, content, "")
 	}
+	// A reaction carries no Lark uuid: once a call may have reached Lark, every later try of
+	// the row looks before it adds, so the retry counts as an attempt (Attempts > 0).
+	mayHaveSent := c.Kind == "reaction" && res.calls > 0
 	switch {
 	case errors.Is(err, errRateWait):
-		s.retry(ctx, log, c, res.retryAfter(time.Second), codeRateLimited, "waiting for the send budget", false)
+		s.retry(ctx, log, c, res.retryAfter(time.Second), codeRateLimited, "waiting for the send budget", mayHaveSent)
 	case err != nil:
 		// Transport errors were counted where they happened; a token refusal keeps its code
 		// (10003/10014: wrong app id or secret) so the failure says what to fix.
@@ -343,7 +348,7 @@ func (s *Sender) deliver(ctx context.Context, c OutboxMessage) {
 		s.m.sendErrors.WithLabelValues(strconv.Itoa(res.Code)).Inc()
 		switch {
 		case isRateCode(res.Code) || res.HTTPStatus == 429:
-			s.retry(ctx, log, c, res.retryAfter(time.Second), res.Code, "lark rate limit: "+res.Msg, false)
+			s.retry(ctx, log, c, res.retryAfter(time.Second), res.Code, "lark rate limit: "+res.Msg, mayHaveSent)
 		case isTokenCode(res.Code) || res.HTTPStatus >= 500:
 			s.retryOrFail(ctx, log, c, res.Code, res.Msg)
 		default:
@@ -357,13 +362,15 @@ var errRateWait = errors.New("send budget exhausted for now")
 // send takes a slot and calls Lark, retrying 5xx answers and transport errors with backoff.
 func (s *Sender) send(ctx context.Context, c OutboxMessage, msgType, content, replyTo string) (apiResult, error) {
 	var res apiResult
+	calls := 0
 	b := retry.WithMaxRetries(3, retry.WithCappedDuration(2*time.Second, retry.WithJitterPercent(20, retry.NewExponential(s.opt.RetryBase))))
 	err := retry.Do(ctx, b, func(ctx context.Context) error {
 		if err := s.takeSlot(ctx, c); err != nil {
 			return err
 		}
 		var err error
-		res, err = s.call(ctx, c, msgType, content, replyTo)
+		res, err = s.call(ctx, c, msgType, content, replyTo, calls > 0)
+		calls++
 		if err != nil {
 			s.m.sendErrors.WithLabelValues("transport").Inc()
 			var te *errToken
@@ -378,6 +385,7 @@ func (s *Sender) send(ctx context.Context, c OutboxMessage, msgType, content, re
 		}
 		return nil
 	})
+	res.calls = calls
 	if err != nil && res.HTTPStatus >= 500 {
 		// Retries used up on 5xx: hand the last answer back so deliver can reschedule it.
 		return res, nil
@@ -409,11 +417,19 @@ func (s *Sender) takeSlot(ctx context.Context, c OutboxMessage) error {
 	}
 }
 
-func (s *Sender) call(ctx context.Context, c OutboxMessage, msgType, content, replyTo string) (apiResult, error) {
+func (s *Sender) call(ctx context.Context, c OutboxMessage, msgType, content, replyTo string, again bool) (apiResult, error) {
 	switch c.Kind {
 	case "card_update":
 		return s.cli.patchCard(ctx, c.TargetMessage, content)
 	case "reaction":
+		if again || c.Attempts > 0 || c.Reclaimed {
+			// An earlier try may have added it (Lark answered, the answer or its record was
+			// lost): look first, so a retry never stacks a second reaction.
+			res, found, err := s.cli.findReaction(ctx, c.TargetMessage, c.Content)
+			if err != nil || res.Code != 0 || found {
+				return res, err
+			}
+		}
 		return s.cli.addReaction(ctx, c.TargetMessage, c.Content)
 	}
 	if replyTo != "" {

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"loopx/router/api"
 )
@@ -47,6 +49,9 @@ func (a *app) newClient() (*client, error) {
 		return nil, usageError{errors.New("LOOPX_TOKEN: not set; set it to the admin token or an agent token (loopx agent register prints one)")}
 	}
 	key := a.idemKey
+	if err := checkIdempotencyFlag(key); err != nil {
+		return nil, err
+	}
 	if key == "" {
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
@@ -118,4 +123,18 @@ func (c *client) call(ctx context.Context, method, path string, query url.Values
 		return nil, eb.Error
 	}
 	return b, nil
+}
+
+// checkIdempotencyFlag refuses an --idempotency-key the server would refuse (or that could
+// not even travel in a header) as a usage error, before anything is sent.
+func checkIdempotencyFlag(k string) error {
+	switch {
+	case len(k) > 200:
+		return usageError{fmt.Errorf("--idempotency-key: is %d characters; at most 200", len(k))}
+	case !utf8.ValidString(k):
+		return usageError{errors.New("--idempotency-key: is not UTF-8 text; use printable characters")}
+	case strings.IndexFunc(k, unicode.IsControl) >= 0:
+		return usageError{errors.New("--idempotency-key: contains a control character; use printable characters")}
+	}
+	return nil
 }
