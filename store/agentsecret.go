@@ -270,4 +270,3 @@ func stripSecrets(runner string, raw json.RawMessage) (json.RawMessage, map[stri
 func secretNames(secrets map[string]string) []string {
 	return slices.Sorted(maps.Keys(secrets))
 }
-

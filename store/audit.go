@@ -11,14 +11,14 @@ import (
 
 // Audit is one row of who did what; refusals are recorded with Allowed false.
 type Audit struct {
-	ID      int64           `json:"id"`
-	At      time.Time       `json:"at"`
-	Actor   string          `json:"actor"`
-	Surface string          `json:"surface"`
-	Action  string          `json:"action"`
-	GoalID  string          `json:"goal_id"`
-	Target  string          `json:"target"`
-	Allowed bool            `json:"allowed"`
+	ID      int64     `json:"id"`
+	At      time.Time `json:"at"`
+	Actor   string    `json:"actor"`
+	Surface string    `json:"surface"`
+	Action  string    `json:"action"`
+	GoalID  string    `json:"goal_id"`
+	Target  string    `json:"target"`
+	Allowed bool      `json:"allowed"`
 	// Outcome is how the attempt ended: ok, or refused, forbidden, conflict, full. Empty
 	// means ok when Allowed, else refused.
 	Outcome string          `json:"outcome"`

@@ -1,8 +1,8 @@
 package api_test
 
 import (
-	"maps"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
