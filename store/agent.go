@@ -23,7 +23,7 @@ type Agent struct {
 	GoalID       string          `json:"goal_id"`
 	ID           string          `json:"agent_id"`
 	Runner       string          `json:"runner"` // exec | webhook | poll
-	RunnerConfig json.RawMessage `json:"runner_config"`
+	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
 	WorkMode     string          `json:"work_mode"` // active | monitor_only
 	IsDefault    bool            `json:"is_default"`
 	CreatedAt    time.Time       `json:"created_at"`
