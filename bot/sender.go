@@ -119,6 +119,44 @@ type Sender struct {
 	m    *Metrics
 	now  func() time.Time
 	wake chan struct{}
+
+	// unrecorded are rows Lark accepted whose MarkSent failed (the database was away): they
+	// are recorded at the next turn of the loop and before Release, so a shutdown never
+	// hands back a row that was sent.
+	mu         sync.Mutex
+	unrecorded []sentRow
+}
+
+type sentRow struct {
+	id            int64
+	larkMessageID string
+}
+
+// recordLater keeps a sent row whose recording failed for flushUnrecorded.
+func (s *Sender) recordLater(id int64, larkMessageID string) {
+	s.mu.Lock()
+	s.unrecorded = append(s.unrecorded, sentRow{id: id, larkMessageID: larkMessageID})
+	s.mu.Unlock()
+}
+
+// flushUnrecorded records the sent rows whose recording failed earlier; those that fail
+// again stay for the next call.
+func (s *Sender) flushUnrecorded(ctx context.Context) {
+	s.mu.Lock()
+	rows := s.unrecorded
+	s.unrecorded = nil
+	s.mu.Unlock()
+	var left []sentRow
+	for _, r := range rows {
+		if err := s.ob.MarkSent(ctx, r.id, r.larkMessageID); err != nil {
+			left = append(left, r)
+		}
+	}
+	if len(left) > 0 {
+		s.mu.Lock()
+		s.unrecorded = append(s.unrecorded, left...)
+		s.mu.Unlock()
+	}
 }
 
 // NewSender builds a sender; Run starts it.
@@ -196,6 +234,7 @@ func (s *Sender) Run(ctx context.Context) error {
 				break
 			}
 			lastClaim = s.now()
+			s.flushUnrecorded(ctx)
 			var err error
 			claims, err = s.ob.Claim(ctx, s.opt.Owner, free, s.opt.Lease)
 			if err != nil && ctx.Err() == nil {
@@ -226,6 +265,15 @@ func (s *Sender) Run(ctx context.Context) error {
 	}
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
+	s.flushUnrecorded(relCtx)
+	s.mu.Lock()
+	stuck := len(s.unrecorded)
+	s.mu.Unlock()
+	if stuck > 0 {
+		// Handing these back would have them sent again; their claims lapse instead, and the
+		// next sender treats them as possibly sent.
+		return fmt.Errorf("record %d sent outbox rows: the database is unreachable; their claims lapse", stuck)
+	}
 	if err := s.ob.Release(relCtx, s.opt.Owner); err != nil {
 		return fmt.Errorf("release outbox claims: %w", err)
 	}
@@ -309,19 +357,24 @@ type sendError struct {
 
 // deliver sends one row and records the outcome. It never returns an error: every path ends in
 // MarkSent, MarkFailed or Retry (or, if the database is down, the lease running out).
-func (s *Sender) deliver(ctx context.Context, c OutboxMessage) {
+func (s *Sender) deliver(sendCtx context.Context, c OutboxMessage) {
 	log := s.log.With("outbox_id", c.ID, "kind", c.Kind, "chat", c.ReceiveID)
 	msgType, content, serr := prepare(c)
 	if serr != nil {
-		s.fail(ctx, log, c, serr.code, serr.reason)
+		s.fail(sendCtx, log, c, serr.code, serr.reason)
 		return
 	}
-	res, err := s.send(ctx, c, msgType, content, c.ReplyTo)
+	res, err := s.send(sendCtx, c, msgType, content, c.ReplyTo)
 	if err == nil && c.ReplyTo != "" && isRecalledCode(res.Code) {
 		// The message we were answering is gone: say it in the chat instead.
-		log.InfoContext(ctx, "reply target recalled; sending as a new message", "reply_to", c.ReplyTo, "code", res.Code)
-		res, err = s.send(ctx, c, msgType, content, "")
+		log.InfoContext(sendCtx, "reply target recalled; sending as a new message", "reply_to", c.ReplyTo, "code", res.Code)
+		res, err = s.send(sendCtx, c, msgType, content, "")
 	}
+	// The outcome is recorded even when a shutdown cut the send short: a reaction that may
+	// have reached Lark must leave a counted attempt, so whoever sends the row next looks
+	// before it adds.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(sendCtx), 5*time.Second)
+	defer cancel()
 	// A reaction carries no Lark uuid: once a call may have reached Lark, every later try of
 	// the row looks before it adds, so the retry counts as an attempt (Attempts > 0).
 	mayHaveSent := c.Kind == "reaction" && res.calls > 0
@@ -339,7 +392,8 @@ func (s *Sender) deliver(ctx context.Context, c OutboxMessage) {
 		s.retryOrFail(ctx, log, c, code, err.Error())
 	case res.Code == 0:
 		if err := s.ob.MarkSent(ctx, c.ID, res.MessageID); err != nil {
-			log.ErrorContext(ctx, "record sent outbox row", "err", err)
+			log.ErrorContext(ctx, "record sent outbox row; recording it again later", "err", err)
+			s.recordLater(c.ID, res.MessageID)
 			return
 		}
 		s.m.sent.WithLabelValues(c.Kind).Inc()

@@ -311,6 +311,12 @@ WHERE id = $1 AND state IN ('pending', 'sending')`, id, larkMessageID)
 		return fmt.Errorf("mark outbox %d sent: %w", id, mapErr(err))
 	}
 	if tag.RowsAffected() == 0 {
+		// Recording a send twice (a sender recording again what a blip kept it from
+		// recording, after another try already did) is not an error.
+		var sent bool
+		if err := s.DB().QueryRow(ctx, `SELECT state = 'sent' FROM outbox WHERE id = $1`, id).Scan(&sent); err == nil && sent {
+			return nil
+		}
 		return fmt.Errorf("mark outbox %d sent: %w", id, ErrNotFound)
 	}
 	return nil
