@@ -49,10 +49,10 @@ type apiCase struct {
 
 // larkCase is one file of corpus/lark: an event pushed to the callback URL.
 type larkCase struct {
-	Event     json.RawMessage `json:"event"`      // the plain event, encrypted and signed as Lark does
-	Raw       *string         `json:"raw_body"`   // or a body sent as is (unsigned)
+	Event     json.RawMessage `json:"event"`       // the plain event, encrypted and signed as Lark does
+	Raw       *string         `json:"raw_body"`    // or a body sent as is (unsigned)
 	AgeSecond int             `json:"age_seconds"` // the request timestamp this far in the past
-	Want      string          `json:"want"`       // "4xx" or "ack" (200, nothing written)
+	Want      string          `json:"want"`        // "4xx" or "ack" (200, nothing written)
 }
 
 // cliCase is one file of corpus/cli.

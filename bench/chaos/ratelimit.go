@@ -13,19 +13,19 @@ import (
 // RateLimitResult is the scenario of Lark pushing back: a 429 storm with
 // x-ogw-ratelimit-reset, 5xx bursts and the tenant token revoked mid-run.
 type RateLimitResult struct {
-	Messages           int `json:"messages"`
-	Injected429        int `json:"injected_429"`
-	Injected5xx        int `json:"injected_5xx"`
-	TokenRevocations   int `json:"token_revocations"`
-	RepliesOnce        int `json:"replies_delivered_once"`
-	RepliesMissing     int `json:"replies_missing"`
-	RepliesDoubled     int `json:"replies_doubled"`
-	MaxPerChatPerSec   int `json:"max_sends_per_chat_per_second"`
-	MaxAppPerSec       int `json:"max_sends_per_app_per_second"`
-	MaxOfferedChatSec  int `json:"max_offered_per_chat_per_second"`
-	MaxOfferedAppSec   int `json:"max_offered_per_app_per_second"`
-	SandboxRateLimited int `json:"refused_by_the_sandbox_limit"`
-	TokenIssues        int `json:"tokens_issued"`
+	Messages           int     `json:"messages"`
+	Injected429        int     `json:"injected_429"`
+	Injected5xx        int     `json:"injected_5xx"`
+	TokenRevocations   int     `json:"token_revocations"`
+	RepliesOnce        int     `json:"replies_delivered_once"`
+	RepliesMissing     int     `json:"replies_missing"`
+	RepliesDoubled     int     `json:"replies_doubled"`
+	MaxPerChatPerSec   int     `json:"max_sends_per_chat_per_second"`
+	MaxAppPerSec       int     `json:"max_sends_per_app_per_second"`
+	MaxOfferedChatSec  int     `json:"max_offered_per_chat_per_second"`
+	MaxOfferedAppSec   int     `json:"max_offered_per_app_per_second"`
+	SandboxRateLimited int     `json:"refused_by_the_sandbox_limit"`
+	TokenIssues        int     `json:"tokens_issued"`
 	DrainSeconds       float64 `json:"drain_seconds"`
 }
 
@@ -130,4 +130,3 @@ func (s *suite) allAlive() bool {
 	}
 	return true
 }
-
