@@ -147,3 +147,22 @@ func TestReactionNotDoubledAfterDatabaseBlip(t *testing.T) {
 	require.Len(t, m.Reactions, 1, "one reaction, not two")
 	require.Greater(t, ob.blips.Load(), int32(1), "the blip outlasted the claim: the row was tried again")
 }
+
+// A gateway 5xx whose JSON body says code 0 is a failure to retry, not a send: the row must
+// not be marked sent until Lark stored the message.
+func TestGateway5xxWithCodeZeroIsRetried(t *testing.T) {
+	t.Parallel()
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
+	e.sb.FailNext(sandbox.RouteCreate, 5, sandbox.Fail{HTTP: http.StatusServiceUnavailable, Msg: "upstream busy"})
+	chat := e.sb.DefaultChatID()
+	id := e.insertOutbox("text", chat, "after the storm", "u-5xx")
+	e.startSender("s1", bot.DefaultRateLimits)
+	require.Eventually(t, func() bool {
+		return e.count(`SELECT count(*) FROM outbox WHERE id = $1 AND state = 'sent'`, id) == 1
+	}, 20*time.Second, 20*time.Millisecond)
+	var texts []string
+	for _, m := range e.sb.Chat(chat).BotMessages() {
+		texts = append(texts, m.Text())
+	}
+	require.Equal(t, []string{"after the storm"}, texts, "the message reached the chat once")
+}

@@ -390,7 +390,7 @@ func (s *Sender) deliver(sendCtx context.Context, c OutboxMessage) {
 			code = te.Code
 		}
 		s.retryOrFail(ctx, log, c, code, err.Error())
-	case res.Code == 0:
+	case res.Code == 0 && res.HTTPStatus < 300: // a 5xx whose body says code 0 is no success
 		if err := s.ob.MarkSent(ctx, c.ID, res.MessageID); err != nil {
 			log.ErrorContext(ctx, "record sent outbox row; recording it again later", "err", err)
 			s.recordLater(c.ID, res.MessageID)

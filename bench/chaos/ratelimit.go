@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"loopx/bot/sandbox"
@@ -95,6 +97,14 @@ func (s *suite) rateLimitScenario(ctx context.Context, res *Results) error {
 		switch replies[m.messageID] {
 		case 0:
 			r.RepliesMissing++
+			var calls []string
+			for _, q := range s.sb.Requests() {
+				if strings.Contains(q.Path, m.messageID) {
+					calls = append(calls, fmt.Sprintf("%s %d %d", q.Route, q.Status, q.Code))
+				}
+			}
+			st, _ := s.count(ctx, `SELECT count(*) FROM outbox WHERE reply_to = $1`, m.messageID)
+			s.log.Warn("reply missing", "message_id", m.messageID, "calls", calls, "outbox_rows", st)
 		case 1:
 			r.RepliesOnce++
 		default:
