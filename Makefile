@@ -4,7 +4,7 @@ BIN     := bin/loopx
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run build test lint bench postgres
+.PHONY: run build test lint bench chaos postgres pgbouncer
 
 ## build: compile bin/loopx
 build:
@@ -27,6 +27,18 @@ lint:
 ## bench: Go benchmarks and the whole-process should-run benchmark; results in bench/results/
 bench: build
 	scripts/with-postgres.sh bench/run.sh
+
+## chaos: the standing fault suite (bench/chaos): three real replicas, PostgreSQL restarts, pgbouncer, Lark faults; figures in bench/results/chaos.json
+chaos: postgres pgbouncer build
+	$(GO) run ./bench/chaos -loopx $(BIN) -out bench/results/chaos.json
+
+# pgbouncer: install Debian's pgbouncer (the chaos suite runs it in transaction mode).
+pgbouncer:
+	@if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then \
+		echo "installing Debian's pgbouncer for make chaos" >&2; \
+		if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq pgbouncer >/dev/null; \
+	fi
 
 # postgres: install Debian's postgresql when the machine has no server binaries.
 postgres:

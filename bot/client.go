@@ -40,6 +40,7 @@ type apiResult struct {
 	HTTPStatus int
 	Header     http.Header
 	MessageID  string
+	calls      int // Lark calls the sender made for this answer (send)
 }
 
 // retryAfter reads x-ogw-ratelimit-reset (seconds to wait); def when absent.
@@ -213,6 +214,33 @@ func (c *Client) addReaction(ctx context.Context, messageID, emoji string) (apiR
 		}
 		return resultOf(resp.ApiResp, resp.Code, resp.Msg), nil
 	})
+}
+
+// findReaction looks for a reaction of emoji this app already put on the message (the
+// first page of that emoji's reactions is enough: one app adds it once). Lark marks an app's
+// reaction with operator_type "app" (or names the app id as the operator).
+func (c *Client) findReaction(ctx context.Context, messageID, emoji string) (apiResult, bool, error) {
+	var found bool
+	res, err := c.call(ctx, func(opt larkcore.RequestOptionFunc) (apiResult, error) {
+		req := larkim.NewListMessageReactionReqBuilder().MessageId(messageID).ReactionType(emoji).PageSize(50).Build()
+		resp, err := c.sdk.Im.V1.MessageReaction.List(ctx, req, opt)
+		if err != nil {
+			return apiResult{}, fmt.Errorf("list reactions: %w", err)
+		}
+		res := resultOf(resp.ApiResp, resp.Code, resp.Msg)
+		if resp.Success() && resp.Data != nil {
+			for _, r := range resp.Data.Items {
+				if r == nil || r.Operator == nil {
+					continue
+				}
+				if str(r.Operator.OperatorType) == "app" || str(r.Operator.OperatorId) == c.cfg.AppID {
+					found = true
+				}
+			}
+		}
+		return res, nil
+	})
+	return res, found, err
 }
 
 // tokenSource holds one app's tenant access token.

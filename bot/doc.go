@@ -15,7 +15,12 @@
 //     a deadline inside Lark's 3 s budget.
 //   - A card callback is always answered with a body (a toast, and the new card when there is
 //     one), never a nil response.
-//   - Unknown event types are acknowledged and ignored (debug log), so Lark does not retry them.
+//   - Unknown event types are acknowledged and ignored (debug log), so Lark does not retry them;
+//     so are events the router marks router.ErrUnusable (no chat id, ids too long): counted as
+//     rejected with reason "unusable" and logged, never answered 5xx.
+//   - HTTP callbacks outside the timestamp window (X-Lark-Request-Timestamp, IntakeOptions.
+//     MaxCallbackAge, default 1 h) are refused as replays (401, reason "stale"); bodies over
+//     1 MiB are 413.
 //
 // Sender: delivers outbox rows (Outbox, implemented over the store by cmd/loopx). Guarantees:
 //   - every send carries Lark's uuid = the row's uuid, so a retry after an ambiguous failure is
@@ -25,7 +30,12 @@
 //     than a quarter of the lease away; Lark rate limits wait x-ogw-ratelimit-reset, 5xx and timeouts back off, a
 //     rejected token is refetched once, permanent errors mark the row failed with Lark's code;
 //   - a claim is never held inside a database transaction during a Lark call, and on shutdown
-//     the sender finishes in-flight sends under a short deadline and releases what it holds.
+//     the sender finishes in-flight sends under a short deadline and releases what it holds;
+//   - a reaction (Lark gives it no uuid) that may already have reached Lark (a retry, a lapsed
+//     or an earlier counted attempt) is looked up before it is added again; a send Lark
+//     accepted but the database did not record is recorded again before anything is handed
+//     back, so a database blip never makes a second send;
+//   - a 5xx answer is never taken for a send, whatever code its body carries.
 //
 // Each Client keeps its own tenant token (the SDK's token cache is process-global, so two
 // clients in one process would otherwise share and fail to clear each other's tokens).

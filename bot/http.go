@@ -14,6 +14,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
@@ -55,12 +57,18 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > maxCallbackBody {
-		in.reject(ctx, w, "too_large", "body larger than 1 MiB")
+		in.m.eventsRejected.WithLabelValues(TransportHTTP, "too_large").Inc()
+		in.log.WarnContext(ctx, "lark callback rejected", "reason", "too_large", "detail", "body larger than 1 MiB")
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"msg": "rejected: body larger than 1 MiB"})
 		return
 	}
 	plain, env, reason, err := in.authenticate(r, body)
 	if err != nil {
 		in.reject(ctx, w, reason, err.Error())
+		return
+	}
+	if err := in.checkFresh(r); err != nil {
+		in.reject(ctx, w, "stale", err.Error())
 		return
 	}
 	if env.Type == "url_verification" {
@@ -145,6 +153,40 @@ func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, env 
 		return nil, env, "bad_token", errors.New("no verification token configured for the URL challenge")
 	}
 	return plain, env, "", nil
+}
+
+// checkFresh refuses a callback whose X-Lark-Request-Timestamp lies outside the window
+// (IntakeOptions.MaxCallbackAge, default 1 h) of this server's clock: a captured request
+// replayed later. Lark stamps every push, redeliveries included, with the time it is sent.
+// With an encrypt key the stamp is signed and must be present; without one it is checked
+// when present (nothing vouches for it then).
+func (in *Intake) checkFresh(r *http.Request) error {
+	if in.maxAge < 0 {
+		return nil
+	}
+	v := r.Header.Get(larkevent.EventRequestTimestamp)
+	if v == "" {
+		if in.cfg.EncryptKey != "" {
+			return errors.New("X-Lark-Request-Timestamp missing")
+		}
+		return nil
+	}
+	sec, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("X-Lark-Request-Timestamp %q is not unix seconds", clipHeader(v))
+	}
+	age := in.now().Sub(time.Unix(sec, 0))
+	if age > in.maxAge || age < -in.maxAge {
+		return fmt.Errorf("X-Lark-Request-Timestamp is %s from this server's clock; the window is %s", age.Round(time.Second), in.maxAge)
+	}
+	return nil
+}
+
+func clipHeader(v string) string {
+	if len(v) > 40 {
+		return v[:40] + "…"
+	}
+	return v
 }
 
 func (in *Intake) reject(ctx context.Context, w http.ResponseWriter, reason, detail string) {

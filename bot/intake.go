@@ -36,6 +36,10 @@ type IntakeOptions struct {
 	HandlerTimeout time.Duration
 	// WS tunes the long connection (watchdog); see WSOptions.
 	WS WSOptions
+	// MaxCallbackAge is the window an HTTP callback's X-Lark-Request-Timestamp must fall in
+	// (either side of now); older or newer ones are refused as replays. 0 means 1 h; a
+	// negative value turns the check off.
+	MaxCallbackAge time.Duration
 }
 
 // Intake receives Lark events and card callbacks and hands them to the EventHandler.
@@ -46,6 +50,7 @@ type Intake struct {
 	m       *Metrics
 	now     func() time.Time
 	timeout time.Duration
+	maxAge  time.Duration
 	wsOpts  WSOptions
 	disp    *dispatcher.EventDispatcher
 
@@ -84,7 +89,10 @@ func NewIntake(cfg Config, h EventHandler, opts IntakeOptions) (*Intake, error) 
 		return nil, errors.New("create intake: event handler is nil")
 	}
 	in := &Intake{cfg: cfg, h: h, log: opts.Logger, m: opts.Metrics, now: opts.Now,
-		timeout: opts.HandlerTimeout, wsOpts: opts.WS.withDefaults()}
+		timeout: opts.HandlerTimeout, maxAge: opts.MaxCallbackAge, wsOpts: opts.WS.withDefaults()}
+	if in.maxAge == 0 {
+		in.maxAge = DefaultMaxCallbackAge
+	}
 	if in.log == nil {
 		in.log = slog.New(slog.DiscardHandler)
 	}
@@ -109,6 +117,9 @@ func NewIntake(cfg Config, h EventHandler, opts IntakeOptions) (*Intake, error) 
 	in.disp = d
 	return in, nil
 }
+
+// DefaultMaxCallbackAge is the default window of an HTTP callback's timestamp.
+const DefaultMaxCallbackAge = time.Hour
 
 type transportKey struct{}
 
@@ -146,6 +157,13 @@ func (in *Intake) onMessage(ctx context.Context, ev *larkim.P2MessageReceiveV1) 
 	defer cancel()
 	start := in.now()
 	if err := in.h.HandleMessage(ctx, msg); err != nil {
+		if errors.Is(err, router.ErrUnusable) {
+			// Redelivering it would fail the same way for hours: acknowledge and drop it.
+			in.m.eventsRejected.WithLabelValues(tr, "unusable").Inc()
+			in.log.WarnContext(ctx, "lark message event dropped: it can never be handled",
+				"event_id", msg.EventID, "message_id", msg.MessageID, "chat_id", msg.ChatID, "err", err)
+			return nil
+		}
 		in.m.eventsFailed.WithLabelValues(tr, "message").Inc()
 		in.log.ErrorContext(ctx, "lark message not handled; lark will redeliver",
 			"event_id", msg.EventID, "message_id", msg.MessageID, "err", err)

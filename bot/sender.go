@@ -26,6 +26,8 @@ type OutboxMessage struct {
 	Content       string
 	Attempts      int
 	CreatedAt     time.Time
+	// Reclaimed: an earlier claim of the row lapsed, so an earlier send may have reached Lark.
+	Reclaimed bool
 }
 
 // Outbox is the sender's view of the outbox table (implemented over the store by cmd/loopx).
@@ -117,6 +119,44 @@ type Sender struct {
 	m    *Metrics
 	now  func() time.Time
 	wake chan struct{}
+
+	// unrecorded are rows Lark accepted whose MarkSent failed (the database was away): they
+	// are recorded at the next turn of the loop and before Release, so a shutdown never
+	// hands back a row that was sent.
+	mu         sync.Mutex
+	unrecorded []sentRow
+}
+
+type sentRow struct {
+	id            int64
+	larkMessageID string
+}
+
+// recordLater keeps a sent row whose recording failed for flushUnrecorded.
+func (s *Sender) recordLater(id int64, larkMessageID string) {
+	s.mu.Lock()
+	s.unrecorded = append(s.unrecorded, sentRow{id: id, larkMessageID: larkMessageID})
+	s.mu.Unlock()
+}
+
+// flushUnrecorded records the sent rows whose recording failed earlier; those that fail
+// again stay for the next call.
+func (s *Sender) flushUnrecorded(ctx context.Context) {
+	s.mu.Lock()
+	rows := s.unrecorded
+	s.unrecorded = nil
+	s.mu.Unlock()
+	var left []sentRow
+	for _, r := range rows {
+		if err := s.ob.MarkSent(ctx, r.id, r.larkMessageID); err != nil {
+			left = append(left, r)
+		}
+	}
+	if len(left) > 0 {
+		s.mu.Lock()
+		s.unrecorded = append(s.unrecorded, left...)
+		s.mu.Unlock()
+	}
 }
 
 // NewSender builds a sender; Run starts it.
@@ -194,6 +234,7 @@ func (s *Sender) Run(ctx context.Context) error {
 				break
 			}
 			lastClaim = s.now()
+			s.flushUnrecorded(ctx)
 			var err error
 			claims, err = s.ob.Claim(ctx, s.opt.Owner, free, s.opt.Lease)
 			if err != nil && ctx.Err() == nil {
@@ -224,6 +265,15 @@ func (s *Sender) Run(ctx context.Context) error {
 	}
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
+	s.flushUnrecorded(relCtx)
+	s.mu.Lock()
+	stuck := len(s.unrecorded)
+	s.mu.Unlock()
+	if stuck > 0 {
+		// Handing these back would have them sent again; their claims lapse instead, and the
+		// next sender treats them as possibly sent.
+		return fmt.Errorf("record %d sent outbox rows: the database is unreachable; their claims lapse", stuck)
+	}
 	if err := s.ob.Release(relCtx, s.opt.Owner); err != nil {
 		return fmt.Errorf("release outbox claims: %w", err)
 	}
@@ -307,22 +357,30 @@ type sendError struct {
 
 // deliver sends one row and records the outcome. It never returns an error: every path ends in
 // MarkSent, MarkFailed or Retry (or, if the database is down, the lease running out).
-func (s *Sender) deliver(ctx context.Context, c OutboxMessage) {
+func (s *Sender) deliver(sendCtx context.Context, c OutboxMessage) {
 	log := s.log.With("outbox_id", c.ID, "kind", c.Kind, "chat", c.ReceiveID)
 	msgType, content, serr := prepare(c)
 	if serr != nil {
-		s.fail(ctx, log, c, serr.code, serr.reason)
+		s.fail(sendCtx, log, c, serr.code, serr.reason)
 		return
 	}
-	res, err := s.send(ctx, c, msgType, content, c.ReplyTo)
+	res, err := s.send(sendCtx, c, msgType, content, c.ReplyTo)
 	if err == nil && c.ReplyTo != "" && isRecalledCode(res.Code) {
 		// The message we were answering is gone: say it in the chat instead.
-		log.InfoContext(ctx, "reply target recalled; sending as a new message", "reply_to", c.ReplyTo, "code", res.Code)
-		res, err = s.send(ctx, c, msgType, content, "")
+		log.InfoContext(sendCtx, "reply target recalled; sending as a new message", "reply_to", c.ReplyTo, "code", res.Code)
+		res, err = s.send(sendCtx, c, msgType, content, "")
 	}
+	// The outcome is recorded even when a shutdown cut the send short: a reaction that may
+	// have reached Lark must leave a counted attempt, so whoever sends the row next looks
+	// before it adds.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(sendCtx), 5*time.Second)
+	defer cancel()
+	// A reaction carries no Lark uuid: once a call may have reached Lark, every later try of
+	// the row looks before it adds, so the retry counts as an attempt (Attempts > 0).
+	mayHaveSent := c.Kind == "reaction" && res.calls > 0
 	switch {
 	case errors.Is(err, errRateWait):
-		s.retry(ctx, log, c, res.retryAfter(time.Second), codeRateLimited, "waiting for the send budget", false)
+		s.retry(ctx, log, c, res.retryAfter(time.Second), codeRateLimited, "waiting for the send budget", mayHaveSent)
 	case err != nil:
 		// Transport errors were counted where they happened; a token refusal keeps its code
 		// (10003/10014: wrong app id or secret) so the failure says what to fix.
@@ -332,9 +390,10 @@ func (s *Sender) deliver(ctx context.Context, c OutboxMessage) {
 			code = te.Code
 		}
 		s.retryOrFail(ctx, log, c, code, err.Error())
-	case res.Code == 0:
+	case res.Code == 0 && res.HTTPStatus < 300: // a 5xx whose body says code 0 is no success
 		if err := s.ob.MarkSent(ctx, c.ID, res.MessageID); err != nil {
-			log.ErrorContext(ctx, "record sent outbox row", "err", err)
+			log.ErrorContext(ctx, "record sent outbox row; recording it again later", "err", err)
+			s.recordLater(c.ID, res.MessageID)
 			return
 		}
 		s.m.sent.WithLabelValues(c.Kind).Inc()
@@ -343,7 +402,7 @@ func (s *Sender) deliver(ctx context.Context, c OutboxMessage) {
 		s.m.sendErrors.WithLabelValues(strconv.Itoa(res.Code)).Inc()
 		switch {
 		case isRateCode(res.Code) || res.HTTPStatus == 429:
-			s.retry(ctx, log, c, res.retryAfter(time.Second), res.Code, "lark rate limit: "+res.Msg, false)
+			s.retry(ctx, log, c, res.retryAfter(time.Second), res.Code, "lark rate limit: "+res.Msg, mayHaveSent)
 		case isTokenCode(res.Code) || res.HTTPStatus >= 500:
 			s.retryOrFail(ctx, log, c, res.Code, res.Msg)
 		default:
@@ -357,13 +416,15 @@ var errRateWait = errors.New("send budget exhausted for now")
 // send takes a slot and calls Lark, retrying 5xx answers and transport errors with backoff.
 func (s *Sender) send(ctx context.Context, c OutboxMessage, msgType, content, replyTo string) (apiResult, error) {
 	var res apiResult
+	calls := 0
 	b := retry.WithMaxRetries(3, retry.WithCappedDuration(2*time.Second, retry.WithJitterPercent(20, retry.NewExponential(s.opt.RetryBase))))
 	err := retry.Do(ctx, b, func(ctx context.Context) error {
 		if err := s.takeSlot(ctx, c); err != nil {
 			return err
 		}
 		var err error
-		res, err = s.call(ctx, c, msgType, content, replyTo)
+		res, err = s.call(ctx, c, msgType, content, replyTo, calls > 0)
+		calls++
 		if err != nil {
 			s.m.sendErrors.WithLabelValues("transport").Inc()
 			var te *errToken
@@ -378,6 +439,7 @@ func (s *Sender) send(ctx context.Context, c OutboxMessage, msgType, content, re
 		}
 		return nil
 	})
+	res.calls = calls
 	if err != nil && res.HTTPStatus >= 500 {
 		// Retries used up on 5xx: hand the last answer back so deliver can reschedule it.
 		return res, nil
@@ -409,11 +471,19 @@ func (s *Sender) takeSlot(ctx context.Context, c OutboxMessage) error {
 	}
 }
 
-func (s *Sender) call(ctx context.Context, c OutboxMessage, msgType, content, replyTo string) (apiResult, error) {
+func (s *Sender) call(ctx context.Context, c OutboxMessage, msgType, content, replyTo string, again bool) (apiResult, error) {
 	switch c.Kind {
 	case "card_update":
 		return s.cli.patchCard(ctx, c.TargetMessage, content)
 	case "reaction":
+		if again || c.Attempts > 0 || c.Reclaimed {
+			// An earlier try may have added it (Lark answered, the answer or its record was
+			// lost): look first, so a retry never stacks a second reaction.
+			res, found, err := s.cli.findReaction(ctx, c.TargetMessage, c.Content)
+			if err != nil || res.Code != 0 || found {
+				return res, err
+			}
+		}
 		return s.cli.addReaction(ctx, c.TargetMessage, c.Content)
 	}
 	if replyTo != "" {

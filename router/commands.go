@@ -337,6 +337,11 @@ func (h *handling) deliver(ctx context.Context, p Parsed) error {
 			return err
 		}
 		if err != nil || (tg.session != "" && live.SessionID != "" && live.SessionID != tg.session) {
+			// Refused, never downgraded to the inbox: audited like any refusal.
+			if aerr := h.audit(ctx, "chat.steer", tg.goal.ID, "agent:"+tg.goal.ID+"/"+tg.agent, false,
+				map[string]any{"refused": "no live turn to steer", "session_id": tg.session}); aerr != nil {
+				return aerr
+			}
 			return h.reply(ctx, "steer_no_turn", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent}, tg)
 		}
 		turnID = live.ID

@@ -142,14 +142,19 @@ type handling struct {
 // repeated event id does nothing and returns nil. An error means nothing was committed.
 func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	if m.ChatID == "" || m.MessageID == "" {
-		return store.Errorf(store.ErrInvalid, "chat_id", "chat_id and message_id are required")
+		return fmt.Errorf("%w: chat_id and message_id are required", ErrUnusable)
 	}
 	if m.EventID == "" {
 		m.EventID = store.MessageEventID(m.MessageID)
 	}
 	if err := store.CheckEventID(m.EventID); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrUnusable, err)
 	}
+	if err := store.CheckEventID(store.MessageEventID(m.MessageID)); err != nil {
+		return fmt.Errorf("%w: message_id is too long or not UTF-8 text", ErrUnusable)
+	}
+	// PostgreSQL text cannot hold NUL; a person cannot type one, so it stands for nothing.
+	m.Text = strings.ReplaceAll(m.Text, "\x00", "\uFFFD")
 	if m.SenderIsBot || m.SenderID == "" || m.SenderID == c.opts.BotOpenID {
 		return nil // bots, this one included, never drive the router
 	}
@@ -158,7 +163,7 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	}
 	var dup bool
 	err := c.st.WithTx(ctx, func(tx *store.Tx) error {
-		fresh, err := store.RecordLarkEvent(ctx, tx, m.EventID, eventMessage)
+		fresh, err := store.RecordLarkMessage(ctx, tx, m.EventID, m.MessageID, eventMessage)
 		dup = err == nil && !fresh
 		if err != nil || !fresh {
 			return err
@@ -171,6 +176,10 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 		return h.handle(ctx)
 	})
 	if err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			// Input the database refuses now refuses it on every redelivery too.
+			return fmt.Errorf("handle message %s: %w: %w", m.MessageID, ErrUnusable, err)
+		}
 		c.log.WarnContext(ctx, "chat message not handled; nothing committed, Lark will redeliver",
 			"event_id", m.EventID, "message_id", m.MessageID, "chat_id", m.ChatID, "err", err)
 		return fmt.Errorf("handle message %s: %w", m.MessageID, err)
@@ -180,6 +189,12 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	}
 	return nil
 }
+
+// ErrUnusable marks a chat event that can never be handled, however often it is delivered
+// (no chat or message id, ids the database cannot hold): nothing was committed, and the
+// transport should acknowledge it, count and log it, rather than have Lark redeliver it for
+// hours.
+var ErrUnusable = errors.New("chat event cannot be handled")
 
 // Lark event types the entry points record in lark_event.
 const (

@@ -23,10 +23,13 @@ type Agent struct {
 	GoalID       string          `json:"goal_id"`
 	ID           string          `json:"agent_id"`
 	Runner       string          `json:"runner"` // exec | webhook | poll
-	RunnerConfig json.RawMessage `json:"runner_config"`
+	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
 	WorkMode     string          `json:"work_mode"` // active | monitor_only
 	IsDefault    bool            `json:"is_default"`
 	CreatedAt    time.Time       `json:"created_at"`
+	// Secrets lists the runner secrets that are set (names and when they changed; values
+	// are never read back). RunnerConfig never holds them.
+	Secrets []SecretInfo `json:"secrets,omitempty"`
 }
 
 // RegisteredAgent is an agent with its bearer token, returned once by RegisterAgent and
@@ -94,12 +97,12 @@ func (s *Store) RegisterAgent(ctx context.Context, p RegisterAgentParams) (Regis
 	if err := checkOneOf("work_mode", mode, "active", "monitor_only"); err != nil {
 		return RegisteredAgent{}, err
 	}
-	if err := checkJSONObject("runner_config", p.RunnerConfig); err != nil {
+	if err := CheckRunnerSettings(runner, p.RunnerConfig); err != nil {
 		return RegisteredAgent{}, err
 	}
-	cfg := p.RunnerConfig
-	if len(cfg) == 0 {
-		cfg = json.RawMessage(`{}`)
+	cfg, secrets, err := splitSecrets(runner, p.RunnerConfig)
+	if err != nil {
+		return RegisteredAgent{}, err
 	}
 	return Do(ctx, s, "agent.register", p.Meta, p, func(tx *Tx, now time.Time) (RegisteredAgent, Audit, error) {
 		if _, err := getGoal(ctx, tx, p.GoalID, true); err != nil {
@@ -129,8 +132,15 @@ func (s *Store) RegisterAgent(ctx context.Context, p RegisterAgentParams) (Regis
 		if err != nil {
 			return RegisteredAgent{}, Audit{}, fmt.Errorf("insert agent: %w", mapErr(err))
 		}
+		if _, err := s.writeSecrets(ctx, tx, a.GoalID, a.ID, secrets, now); err != nil {
+			return RegisteredAgent{}, Audit{}, err
+		}
+		for _, name := range secretNames(secrets) {
+			a.Secrets = append(a.Secrets, SecretInfo{Name: name, Set: true, ChangedAt: now})
+		}
 		return RegisteredAgent{Agent: a, Token: token},
-			Audit{GoalID: a.GoalID, Target: "agent:" + a.GoalID + "/" + a.ID, Detail: auditDetail(map[string]any{"runner": a.Runner})}, nil
+			Audit{GoalID: a.GoalID, Target: "agent:" + a.GoalID + "/" + a.ID, Detail: auditDetail(map[string]any{
+				"runner": a.Runner, "runner_config": a.RunnerConfig, "secrets_set": secretNames(secrets)})}, nil
 	})
 }
 
@@ -187,13 +197,25 @@ func (s *Store) ListAgents(ctx context.Context, goalID string) ([]Agent, error) 
 	return ListAgents(ctx, s.DB(), goalID)
 }
 
-// ListAgents lists a goal's agents by id, through db.
+// ListAgents lists a goal's agents by id, through db, each with the names of its runner
+// secrets that are set (never their values).
 func ListAgents(ctx context.Context, db DB, goalID string) ([]Agent, error) {
 	rows, err := db.Query(ctx, `SELECT `+agentCols+` FROM agent WHERE goal_id = $1 ORDER BY id`, goalID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", mapErr(err))
 	}
-	return collect(rows, "list agents", scanAgent)
+	as, err := collect(rows, "list agents", scanAgent)
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := listSecretInfo(ctx, db, goalID, "")
+	if err != nil {
+		return nil, err
+	}
+	for i := range as {
+		as[i].Secrets = secrets[as[i].ID]
+	}
+	return as, nil
 }
 
 // AgentByToken finds the agent a bearer token belongs to. An unknown token is ErrNotFound;

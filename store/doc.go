@@ -30,7 +30,17 @@
 //   - Rules the chat's fast path applies in SQL (who may message a goal: loopx_role; which
 //     agent a message reaches: loopx_message_agent) are SQL functions every path calls.
 //   - Refusals that an operation decides (a non-owner answering a gate, a spend that is not
-//     owed) return ErrRefused and leave an audit row with allowed=false.
+//     owed) return ErrRefused and leave an audit row with allowed=false; so do conflicts
+//     (ErrConflict) and bounds (ErrFull) of people's and agents' operations, each with its
+//     outcome. Operations that change a record keep each field's before and after in the
+//     audit detail ("changes"), runner secrets redacted.
+//   - Runner secrets (a webhook's secret, the values of an exec agent's env) are never stored
+//     in clear: they are sealed (AES-256-GCM, bound to goal, agent and name) with the
+//     Keyring in agent_secret, listed by name and change time only, and opened only by
+//     RunnerConfig. A secret sealed with a key the Keyring lacks is reported, never guessed.
+//   - A database that cannot be reached is told apart from an answer (IsUnavailable).
+//   - Behind a pooler in transaction mode (OpenWith), no named statement is prepared, Listen
+//     polls and Migrate takes a transaction lock.
 //   - Time: operations read the injected clock (Options.Now) once and use it for every
 //     timestamp they write, so tests and replicas reason about one instant per operation.
 //   - Spent quota is summed from the append-only ledger over the rolling window, never kept

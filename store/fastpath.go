@@ -44,9 +44,11 @@ var ErrFastAborted = errors.New("enqueue bound messages: aborted, nothing writte
 // A message is taken only when its chat has exactly one whole-chat binding, the sender is an
 // owner, member or admin of that goal, the agent resolves (the binding's, else the goal's
 // default, else its only agent), the agent's inbox is below MaxPending, the message is not
-// already an item and its event is new. taken[i] reports message i; a message not taken had
-// nothing written for it, and the caller decides it on the general, transactional path (which
-// also answers duplicates). Event and message ids must be distinct within one call. On any
+// already an item and its event and its message are new (lark_event holds both the event id
+// and the message key, MessageEventID). taken[i] reports message i; a message not taken had
+// nothing written for it (but for its event id, when another path was recording the same
+// message at the same moment: it is a duplicate then), and the caller decides it on the
+// general, transactional path (which also answers duplicates). Event and message ids must be distinct within one call. On any
 // error nothing at all was written.
 //
 // Who may message the goal (loopx_role) and which agent receives the message
@@ -109,19 +111,30 @@ func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMe
 		    FROM (SELECT DISTINCT goal_id, agent_id FROM fresh) a
 		), ok AS (
 		    -- The k-th message of the batch for an agent fits when the agent has room for k.
+		    -- A message already handled under another event id (its message key is in
+		    -- lark_event) is a redelivery: not taken here, answered as a duplicate there.
 		    SELECT f.* FROM fresh f JOIN waiting w USING (goal_id, agent_id)
-		    WHERE $9::int <= 0 OR w.n + f.k <= $9::int
+		    WHERE ($9::int <= 0 OR w.n + f.k <= $9::int)
+		      AND (SELECT e.event_id FROM lark_event e WHERE e.event_id = 'msg:' || f.message_id) IS NULL
 		), ev AS (
-		    INSERT INTO lark_event (event_id, event_type) SELECT event_id, $10 FROM ok ORDER BY n
+		    -- Both keys of a message: Lark's event id and the message id Lark names as the
+		    -- stable key (a redelivery may come under a new event id).
+		    INSERT INTO lark_event (event_id, event_type)
+		    SELECT k.key, $10 FROM ok, LATERAL (VALUES (ok.event_id, 1), ('msg:' || ok.message_id, 2)) AS k(key, o)
+		    WHERE k.o = 1 OR ok.event_id <> 'msg:' || ok.message_id
+		    ORDER BY ok.n, k.o
 		    ON CONFLICT (event_id) DO NOTHING
 		    RETURNING event_id
+		), new_msg AS (
+		    SELECT ok.* FROM ok
+		    WHERE ok.event_id IN (SELECT event_id FROM ev) AND 'msg:' || ok.message_id IN (SELECT event_id FROM ev)
 		), item AS (
 		    -- A queue item records the live turn it waits out, as InsertInboxItem does.
 		    INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender, source_chat, source_message, turn_id)
 		    SELECT ok.goal_id, ok.agent_id, ok.mode, ok.text, ok.sender, ok.chat_id, ok.message_id,
 		           CASE WHEN ok.mode = 'queue' THEN (SELECT t.id FROM turn t WHERE t.goal_id = ok.goal_id
 		                AND t.agent_id = ok.agent_id AND t.state = 'live') END
-		    FROM ok JOIN ev USING (event_id) ORDER BY ok.n
+		    FROM new_msg ok ORDER BY ok.n
 		    ON CONFLICT (source_message, goal_id, agent_id) WHERE source_message <> '' DO NOTHING
 		    RETURNING id, goal_id, agent_id, source_message
 		), done AS (
@@ -143,7 +156,7 @@ func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMe
 		SELECT n FROM done
 		UNION ALL
 		SELECT loopx_abort('an inbox item appeared concurrently for a message of this batch')
-		WHERE (SELECT count(*) FROM ev) <> (SELECT count(*) FROM item)`,
+		WHERE (SELECT count(*) FROM new_msg) <> (SELECT count(*) FROM item)`,
 		events, chats, messages, senders, admins, modes, texts, uuids,
 		opts.MaxPending, opts.EventType, opts.Receipt, reactions)
 	if err != nil {

@@ -101,7 +101,7 @@ func TestEnqueueFastTakesOnlyThePlainCase(t *testing.T) {
 		{"one", "b", "queue", "queued", "ou_o", "oc_one", "om_10"},
 	}, items, "items in batch order, each routed as the general path would")
 
-	require.Equal(t, 5, countRows(t, st, `SELECT count(*) FROM lark_event`), "events of taken messages only")
+	require.Equal(t, 10, countRows(t, st, `SELECT count(*) FROM lark_event`), "both keys (event and message) of taken messages only")
 	var detail json.RawMessage
 	var target, actor string
 	require.NoError(t, st.DB().QueryRow(ctx, `SELECT actor, target, detail FROM audit
@@ -142,7 +142,7 @@ func TestEnqueueFastLeavesRepeatsAndFullInboxes(t *testing.T) {
 	require.Equal(t, []bool{false, false, false, true}, taken)
 	after := countRows(t, st, `SELECT (SELECT count(*) FROM lark_event) + (SELECT count(*) FROM inbox_item)
 		+ (SELECT count(*) FROM audit) + (SELECT count(*) FROM outbox)`)
-	require.Equal(t, before+4, after, "only the message for the other agent wrote its four rows")
+	require.Equal(t, before+5, after, "only the message for the other agent wrote its rows (two event keys, item, audit, receipt)")
 }
 
 // Within one batch the bound is exact: of five messages to an agent with room for three, the

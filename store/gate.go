@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -137,13 +138,26 @@ func checkAskGate(p AskGateParams) error {
 	if err := checkText("question", p.Question, MaxText, true); err != nil {
 		return err
 	}
-	if len(p.Options) > 10 {
-		return Errorf(ErrInvalid, "options", "lists %d options; at most 10", len(p.Options))
+	return CheckGateOptions(p.Options)
+}
+
+// CheckGateOptions checks a gate's answer options: at most 10, each 1-100 characters, no two
+// alike (ignoring case and surrounding space: two buttons that read the same cannot be told
+// apart by the owner).
+func CheckGateOptions(options []string) error {
+	if len(options) > 10 {
+		return Errorf(ErrInvalid, "options", "lists %d options; at most 10", len(options))
 	}
-	for _, o := range p.Options {
+	seen := map[string]bool{}
+	for _, o := range options {
 		if err := checkText("options", o, 100, true); err != nil {
 			return err
 		}
+		k := strings.ToLower(strings.TrimSpace(o))
+		if seen[k] {
+			return Errorf(ErrInvalid, "options", "%q is given twice; each option must differ", clip(o))
+		}
+		seen[k] = true
 	}
 	return nil
 }

@@ -269,6 +269,7 @@ func (s *Store) UpdateGoal(ctx context.Context, p UpdateGoalParams) (Goal, error
 			return Goal{}, Audit{}, Errorf(ErrConflict, "version",
 				"goal %q is at version %d, not %d; read it again and retry", g.ID, g.Version, p.Version)
 		}
+		before := g
 		apply(&g, p)
 		if err := checkGoal(g); err != nil {
 			return Goal{}, Audit{}, err
@@ -277,7 +278,8 @@ func (s *Store) UpdateGoal(ctx context.Context, p UpdateGoalParams) (Goal, error
 		if err != nil {
 			return Goal{}, Audit{}, err
 		}
-		return out, Audit{GoalID: g.ID, Target: "goal:" + g.ID, Detail: auditDetail(map[string]any{"version": out.Version})}, nil
+		return out, Audit{GoalID: g.ID, Target: "goal:" + g.ID, Detail: auditDetail(map[string]any{
+			"version": out.Version, "changes": changes(before, out, "version", "updated_at", "created_at")})}, nil
 	})
 }
 
@@ -344,11 +346,16 @@ func (s *Store) setGoalStatus(ctx context.Context, op string, p GoalRef, status 
 		return Goal{}, err
 	}
 	return Do(ctx, s, op, p.Meta, p, func(tx *Tx, now time.Time) (Goal, Audit, error) {
+		before, err := getGoal(ctx, tx, p.GoalID, true)
+		if err != nil {
+			return Goal{}, Audit{}, err
+		}
 		g, err := setGoalStatusTx(ctx, tx, p.GoalID, status, now)
 		if err != nil {
 			return Goal{}, Audit{}, err
 		}
-		return g, Audit{GoalID: g.ID, Target: "goal:" + g.ID, Detail: auditDetail(map[string]any{"status": g.Status})}, nil
+		return g, Audit{GoalID: g.ID, Target: "goal:" + g.ID, Detail: auditDetail(map[string]any{
+			"status": g.Status, "changes": changes(before, g, "version", "updated_at", "created_at")})}, nil
 	})
 }
 

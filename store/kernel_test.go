@@ -147,6 +147,7 @@ func TestUpdateTodoCompareAndSet(t *testing.T) {
 	before := rowCounts(t, st)
 	_, err = st.UpdateTodo(ctx, store.UpdateTodoParams{GoalID: "g", TodoID: td.ID, AgentID: "a", Version: td.Version, Text: &text, Meta: agentMeta("a")})
 	requireKind(t, err, store.ErrConflict, "version")
+	before["audit"]++ // the conflict is audited, nothing else is written
 	require.Equal(t, before, rowCounts(t, st))
 
 	_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "g", AgentID: "b", Meta: admin})
@@ -454,7 +455,7 @@ func TestAgentTokens(t *testing.T) {
 	st, _ := setup(t)
 	ctx := t.Context()
 	ra, err := st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "g", AgentID: "tok", Runner: store.RunnerExec,
-		RunnerConfig: json.RawMessage(`{"command":["codex","exec"]}`), Meta: admin})
+		RunnerConfig: json.RawMessage(`{"argv":["codex","exec"]}`), Meta: admin})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(ra.Token, "lxa_"))
 	require.Len(t, ra.Token, 4+64)
@@ -467,7 +468,7 @@ func TestAgentTokens(t *testing.T) {
 	got, err := st.AgentByToken(ctx, ra.Token)
 	require.NoError(t, err)
 	require.Equal(t, "tok", got.ID)
-	require.JSONEq(t, `{"command":["codex","exec"]}`, string(got.RunnerConfig))
+	require.JSONEq(t, `{"argv":["codex","exec"]}`, string(got.RunnerConfig))
 
 	rot, err := st.RotateAgentToken(ctx, store.AgentRef{GoalID: "g", AgentID: "tok", Meta: admin})
 	require.NoError(t, err)
@@ -557,6 +558,7 @@ func TestReceiptsReplayAndWriteNothing(t *testing.T) {
 	before := rowCounts(t, st)
 	_, err = st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "different", Meta: key("k-todo.add")})
 	requireKind(t, err, store.ErrConflict, "idempotency_key")
+	before["audit"]++ // the refusal is audited, nothing else is written
 	require.Equal(t, before, rowCounts(t, st))
 }
 

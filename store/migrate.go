@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -19,8 +20,23 @@ var migrationFS embed.FS
 // Migrate applies every embedded migration that has not run yet. It holds a PostgreSQL
 // session advisory lock while it works, so replicas starting together apply each migration
 // exactly once; the others wait and then find nothing to do.
+//
+// Behind a pooler in transaction mode (a pool from OpenWith that found one) a session lock
+// would stay on whichever backend took it, so the lock is a transaction lock instead, held
+// by a transaction of its own for as long as the migrations run.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	p, db, err := provider(pool)
+	pooled := pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheDescribe
+	if pooled {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("lock migrations: %w", mapErr(err))
+		}
+		defer rollback(ctx, tx)
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockID); err != nil {
+			return fmt.Errorf("lock migrations: %w", mapErr(err))
+		}
+	}
+	p, db, err := provider(pool, !pooled)
 	if err != nil {
 		return err
 	}
@@ -33,7 +49,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 
 // MigrationStatus reports the applied version and the newest embedded one.
 func MigrationStatus(ctx context.Context, pool *pgxpool.Pool) (current, latest int64, err error) {
-	p, db, err := provider(pool)
+	p, db, err := provider(pool, false)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -49,22 +65,26 @@ func MigrationStatus(ctx context.Context, pool *pgxpool.Pool) (current, latest i
 	return current, latest, nil
 }
 
-func provider(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
+// migrationLockID is the transaction lock Migrate takes behind a pooler in transaction mode.
+const migrationLockID = 727274050
+
+func provider(pool *pgxpool.Pool, sessionLock bool) (*goose.Provider, *sql.DB, error) {
 	sub, err := fs.Sub(migrationFS, "migrations")
 	if err != nil {
 		return nil, nil, fmt.Errorf("open embedded migrations: %w", err)
 	}
-	locker, err := lock.NewPostgresSessionLocker()
-	if err != nil {
-		return nil, nil, fmt.Errorf("create migration lock: %w", err)
+	// Issues add their tables in their own version ranges; a database that ran a later
+	// range first must still accept an earlier one.
+	opts := []goose.ProviderOption{goose.WithAllowOutofOrder(true)}
+	if sessionLock {
+		locker, err := lock.NewPostgresSessionLocker()
+		if err != nil {
+			return nil, nil, fmt.Errorf("create migration lock: %w", err)
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
-		goose.WithSessionLocker(locker),
-		// Issues add their tables in their own version ranges; a database that ran a later
-		// range first must still accept an earlier one.
-		goose.WithAllowOutofOrder(true),
-	)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, opts...)
 	if err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("create migration provider: %w", err)

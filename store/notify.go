@@ -20,10 +20,14 @@ const (
 // just before would otherwise wait for the caller's fallback poll) and then for every
 // notification, until ctx ends (nil) or the connection fails (an error; the caller
 // reconnects). The connection is taken out of the pool and closed afterwards, so no LISTEN
-// state leaks to other users of the pool.
+// state leaks to other users of the pool. Behind a pooler in transaction mode (Options.
+// TransactionPooling) it polls: wake is called every 200 ms (outbox) or 1 s (schedules).
 func (s *Store) Listen(ctx context.Context, channel string, wake func()) error {
 	if channel != OutboxNotifyChannel && channel != ScheduleChannel {
 		return Errorf(ErrInvalid, "channel", "%q is not a LoopX notification channel", channel)
+	}
+	if s.txPooling {
+		return pollWake(ctx, channel, wake)
 	}
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -47,5 +51,32 @@ func (s *Store) Listen(ctx context.Context, channel string, wake func()) error {
 			return fmt.Errorf("wait for %s notification: %w", channel, err)
 		}
 		wake()
+	}
+}
+
+// Polling intervals that stand in for notifications behind a pooler in transaction mode,
+// where LISTEN holds nothing: the pooler gives the next transaction another backend.
+const (
+	outboxPoll   = 200 * time.Millisecond
+	schedulePoll = time.Second
+)
+
+// pollWake calls wake at once and then on every tick until ctx ends: the callers look for
+// work on each wake-up, as they would on a notification.
+func pollWake(ctx context.Context, channel string, wake func()) error {
+	every := schedulePoll
+	if channel == OutboxNotifyChannel {
+		every = outboxPoll
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	wake()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			wake()
+		}
 	}
 }

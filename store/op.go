@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -133,9 +134,99 @@ func Do[T any](ctx context.Context, s *Store, op string, m Meta, req any, fn fun
 		return zero, rf.err
 	}
 	if err != nil {
+		if outcome := refusedOutcome(err); outcome != "" && m.Surface != "scheduler" && m.Surface != "system" {
+			// A conflict, a bound or a refusal of the state is a decision about someone's
+			// attempt: it is audited like a change. (The scheduler's own retries are not.)
+			if aerr := s.auditFailure(ctx, err, m, op, req, now, outcome); aerr != nil {
+				return zero, errors.Join(err, fmt.Errorf("audit %s: %w", outcome, aerr))
+			}
+		}
 		return zero, err
 	}
 	return out, nil
+}
+
+// refusedOutcome names the audit outcome of an operation's error: "" for errors that are
+// not a decision (bad input, not found, a failure of the database).
+func refusedOutcome(err error) string {
+	switch {
+	case errors.Is(err, ErrConflict):
+		return OutcomeConflict
+	case errors.Is(err, ErrFull):
+		return OutcomeFull
+	case errors.Is(err, ErrRefused):
+		return OutcomeRefused
+	}
+	return ""
+}
+
+// auditFailure writes the audit row of an operation that ended in a conflict or refusal
+// (rolled back): who, what, the goal and target named by the request, and why.
+func (s *Store) auditFailure(ctx context.Context, err error, m Meta, op string, req any, now time.Time, outcome string) error {
+	goalID, target := requestTarget(req)
+	detail := map[string]any{"refused": err.Error()}
+	var se *Error
+	if errors.As(err, &se) && se.Field != "" {
+		detail["field"] = se.Field
+	}
+	d, _ := json.Marshal(detail)
+	return InsertAudit(context.WithoutCancel(ctx), s.DB(), Audit{
+		At: now, Actor: m.Actor, Surface: m.Surface, Action: op, GoalID: goalID, Target: target,
+		Allowed: false, Outcome: outcome, Detail: d,
+	})
+}
+
+// AuditFailure records a conflict or refusal decided outside Do (should-run keeps a receipt
+// path of its own): one audit row with allowed false and the outcome err names.
+func (s *Store) AuditFailure(ctx context.Context, m Meta, action, goalID, target string, err error) error {
+	outcome := refusedOutcome(err)
+	if outcome == "" {
+		return nil
+	}
+	detail := map[string]any{"refused": err.Error()}
+	var se *Error
+	if errors.As(err, &se) && se.Field != "" {
+		detail["field"] = se.Field
+	}
+	d, _ := json.Marshal(detail)
+	return InsertAudit(ctx, s.DB(), Audit{At: s.now(), Actor: m.Actor, Surface: m.Surface, Action: action,
+		GoalID: goalID, Target: target, Allowed: false, Outcome: outcome, Detail: d})
+}
+
+// requestTarget reads the goal and the most specific row a request names (its GoalID and
+// TodoID, GateID, ItemID, TurnInstanceID or AgentID member), for the audit row of a failure.
+func requestTarget(req any) (goalID, target string) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return "", ""
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	str := func(k string) string {
+		switch v := m[k].(type) {
+		case string:
+			return v
+		case float64:
+			if v != 0 {
+				return strconv.FormatFloat(v, 'f', -1, 64)
+			}
+		}
+		return ""
+	}
+	goalID = str("GoalID")
+	switch {
+	case str("TodoID") != "":
+		target = "todo:" + str("TodoID")
+	case str("GateID") != "":
+		target = "gate:" + str("GateID")
+	case str("ItemID") != "":
+		target = "inbox:" + str("ItemID")
+	case str("AgentID") != "" && goalID != "":
+		target = "agent:" + goalID + "/" + str("AgentID")
+	case goalID != "":
+		target = "goal:" + goalID
+	}
+	return goalID, target
 }
 
 // auditRefusal writes the audit row of a refused operation after its transaction rolled back:
@@ -143,6 +234,7 @@ func Do[T any](ctx context.Context, s *Store, op string, m Meta, req any, fn fun
 func (s *Store) auditRefusal(ctx context.Context, rf *refusal, m Meta, op string, now time.Time) error {
 	a := rf.audit
 	a.At, a.Actor, a.Surface, a.Action, a.Allowed = now, m.Actor, m.Surface, op, false
+	a.Outcome = refusedOutcome(rf.err)
 	var detail map[string]any
 	_ = json.Unmarshal(a.Detail, &detail) // refuse encoded it from a map (or nil)
 	if detail == nil {

@@ -214,6 +214,9 @@ type OutboxClaim struct {
 	Content       string
 	Attempts      int
 	CreatedAt     time.Time
+	// Reclaimed: the row was claimed before and its lease ran out (a sender died or lost the
+	// database after calling Lark), so it may already have reached Lark.
+	Reclaimed bool
 }
 
 // outboxHeads is a WITH clause naming each chat's oldest unsent row (id) in heads: only a head
@@ -249,7 +252,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, owner string, limit int, lease 
 		// committed meanwhile is re-checked by FOR UPDATE and dropped, and the rows behind it
 		// never qualify because they are not heads in this snapshot.
 		rows, err := tx.Query(ctx, outboxHeads+`, picked AS (
-    SELECT o.id
+    SELECT o.id, o.state = 'sending' AS reclaimed
     FROM outbox o JOIN heads h ON h.id = o.id
     WHERE (o.state = 'pending' AND o.next_attempt_at <= now())
        OR (o.state = 'sending' AND o.claimed_until < now())
@@ -262,7 +265,7 @@ SET state = 'sending', claimed_by = $2, claimed_until = now() + $3 * interval '1
 FROM picked
 WHERE o.id = picked.id
 RETURNING o.id, o.uuid, o.kind, o.receive_id_type, o.receive_id, o.reply_to, o.reply_in_thread,
-    coalesce(o.update_of, 0), o.target_message, o.content, o.attempts, o.created_at`,
+    coalesce(o.update_of, 0), o.target_message, o.content, o.attempts, o.created_at, picked.reclaimed`,
 			limit, owner, lease.Microseconds())
 		if err != nil {
 			return fmt.Errorf("claim outbox: %w", mapErr(err))
@@ -270,7 +273,7 @@ RETURNING o.id, o.uuid, o.kind, o.receive_id_type, o.receive_id, o.reply_to, o.r
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxClaim, error) {
 			var c OutboxClaim
 			err := r.Scan(&c.ID, &c.UUID, &c.Kind, &c.ReceiveIDType, &c.ReceiveID, &c.ReplyTo,
-				&c.ReplyInThread, &c.UpdateOf, &c.TargetMessage, &c.Content, &c.Attempts, &c.CreatedAt)
+				&c.ReplyInThread, &c.UpdateOf, &c.TargetMessage, &c.Content, &c.Attempts, &c.CreatedAt, &c.Reclaimed)
 			return c, err
 		})
 		if err != nil {
@@ -308,6 +311,12 @@ WHERE id = $1 AND state IN ('pending', 'sending')`, id, larkMessageID)
 		return fmt.Errorf("mark outbox %d sent: %w", id, mapErr(err))
 	}
 	if tag.RowsAffected() == 0 {
+		// Recording a send twice (a sender recording again what a blip kept it from
+		// recording, after another try already did) is not an error.
+		var sent bool
+		if err := s.DB().QueryRow(ctx, `SELECT state = 'sent' FROM outbox WHERE id = $1`, id).Scan(&sent); err == nil && sent {
+			return nil
+		}
 		return fmt.Errorf("mark outbox %d sent: %w", id, ErrNotFound)
 	}
 	return nil

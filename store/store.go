@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,6 +15,11 @@ type Store struct {
 	now  func() time.Time
 	// tx, when set, is the caller's transaction every operation of this Store joins (see In).
 	tx *Tx
+	// keys seal and open runner secrets.
+	keys *Keyring
+	// txPooling: the database is reached through a pooler in transaction mode (PgBouncer),
+	// where LISTEN does not work: Listen polls instead.
+	txPooling bool
 }
 
 // Options configures a Store.
@@ -23,6 +27,12 @@ type Options struct {
 	// Now is the clock for values the store computes in Go. Nil means time.Now.
 	// Where replicas must agree, SQL uses now() instead.
 	Now func() time.Time
+	// Keyring seals runner secrets at rest. Nil means a random key known only to this Store:
+	// fine for tests, never for a server (a restart could not read what it sealed).
+	Keyring *Keyring
+	// TransactionPooling says the database is reached through a pooler in transaction mode
+	// (see DetectTransactionPooling): Listen then polls instead of LISTENing.
+	TransactionPooling bool
 }
 
 // New wraps an open pool. The caller owns the pool and closes it after the store is done.
@@ -31,26 +41,18 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{pool: pool, now: now}
+	keys := opts.Keyring
+	if keys == nil {
+		keys = NewRandomKeyring()
+	}
+	return &Store{pool: pool, now: now, keys: keys, txPooling: opts.TransactionPooling}
 }
 
-// Open connects to url, checks the connection and returns the pool. It does not migrate.
+// Open connects to url, checks the connection and returns the pool. It does not migrate. It
+// assumes PostgreSQL itself (or a session pooler) answers; see OpenWith for PgBouncer in
+// transaction mode.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", redactErr(err))
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open pool: %w", err)
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("ping database: %w", err)
-	}
-	return pool, nil
+	return open(ctx, url, false)
 }
 
 // Now returns the store's clock reading.

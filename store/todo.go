@@ -281,6 +281,7 @@ func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error
 			return Todo{}, Audit{}, Errorf(ErrConflict, "agent_id",
 				"todo %d is claimed by agent %q; only its holder may change it", t.ID, t.ClaimedBy)
 		}
+		before := t
 		if p.Text != nil {
 			t.Text = *p.Text
 		}
@@ -330,6 +331,7 @@ func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error
 		}
 		return out, Audit{GoalID: t.GoalID, Target: todoTarget(t), Detail: auditDetail(map[string]any{
 			"status": out.Status, "version": out.Version, "agent_id": p.AgentID,
+			"changes": changes(before, out, "version", "updated_at", "created_at"),
 		})}, nil
 	})
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ func TestTurnTokenActsAsAgentWhileTurnIsLive(t *testing.T) {
 	meta := store.Meta{Actor: "admin", Surface: "api"}
 	_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "tok", Owners: []string{"ou_1"}, Meta: meta})
 	require.NoError(t, err)
-	_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "tok", AgentID: "a1", Runner: "exec", Meta: meta})
+	_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "tok", AgentID: "a1", Runner: "exec",
+		RunnerConfig: json.RawMessage(`{"argv":["true"]}`), Meta: meta})
 	require.NoError(t, err)
 	turn, err := st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "tok", AgentID: "a1", InstanceID: "t1", Meta: meta})
 	require.NoError(t, err)

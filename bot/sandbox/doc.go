@@ -31,7 +31,8 @@
 //     chat), reply (reply_in_thread opens a thread; 230011 when the target is recalled or
 //     missing), PATCH (only the bot's interactive messages, config.update_multi true before
 //     and after, else 230001), PUT (text and post only), GET, list, DELETE (recall),
-//     reactions create and delete. Content must be a JSON object string; text ≤ 150 KB,
+//     reactions create, list (one emoji
+//     type, paged) and delete. Content must be a JSON object string; text ≤ 150 KB,
 //     cards and posts ≤ 30 KB (230025). A uuid repeats within one hour return the original
 //     message and store nothing.
 //   - Rate limits: more than Options.ChatRateLimit (5) sends (create + reply) to one chat, or

@@ -416,6 +416,48 @@ func (s *Sandbox) createReaction(r *http.Request, body []byte) answer {
 	return ok(s.reactionView(rc))
 }
 
+// listReactions answers GET .../reactions: the message's reactions, oldest first, of one
+// emoji when reaction_type is given, page_size (default 20, at most 50) at a time.
+func (s *Sandbox) listReactions(r *http.Request, body []byte) answer {
+	id := r.PathValue("message_id")
+	q := r.URL.Query()
+	size := 20
+	if v := q.Get("page_size"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 50 {
+			return badRequest("page_size %q is not 1 to 50", v)
+		}
+		size = n
+	}
+	start := 0
+	if v := q.Get("page_token"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return badRequest("page_token %q is not one this sandbox issued", v)
+		}
+		start = n
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.messages[id]
+	if m == nil || m.Recalled {
+		return recalled(id)
+	}
+	var all []map[string]any
+	for _, rc := range m.Reactions {
+		if t := q.Get("reaction_type"); t == "" || rc.EmojiType == t {
+			all = append(all, s.reactionView(rc))
+		}
+	}
+	end := min(start+size, len(all))
+	start = min(start, end)
+	data := map[string]any{"items": all[start:end], "has_more": end < len(all)}
+	if end < len(all) {
+		data["page_token"] = strconv.Itoa(end)
+	}
+	return ok(data)
+}
+
 func (s *Sandbox) deleteReaction(r *http.Request, body []byte) answer {
 	id, rid := r.PathValue("message_id"), r.PathValue("reaction_id")
 	s.mu.Lock()

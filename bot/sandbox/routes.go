@@ -25,6 +25,7 @@ const (
 	RouteDelete         Route = "message.delete"
 	RouteReactionCreate Route = "reaction.create"
 	RouteReactionDelete Route = "reaction.delete"
+	RouteReactionList   Route = "reaction.list"
 	RouteCardUpdate     Route = "card.update"
 	RouteBotInfo        Route = "bot.info"
 	RouteWSEndpoint     Route = "ws.endpoint"
@@ -96,6 +97,7 @@ func (s *Sandbox) handler() http.Handler {
 	lark("DELETE /open-apis/im/v1/messages/{message_id}", RouteDelete, true, s.deleteMessage)
 	lark("POST /open-apis/im/v1/messages/{message_id}/reactions", RouteReactionCreate, true, s.createReaction)
 	lark("DELETE /open-apis/im/v1/messages/{message_id}/reactions/{reaction_id}", RouteReactionDelete, true, s.deleteReaction)
+	lark("GET /open-apis/im/v1/messages/{message_id}/reactions", RouteReactionList, true, s.listReactions)
 	lark("POST /open-apis/interactive/v1/card/update", RouteCardUpdate, true, s.cardUpdate)
 	lark("GET /open-apis/bot/v3/info", RouteBotInfo, true, s.botInfo)
 	lark("POST /callback/ws/endpoint", RouteWSEndpoint, false, s.wsEndpoint)

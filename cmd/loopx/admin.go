@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"loopx/router/api"
 	"loopx/router/apiclient"
 	"loopx/store"
 )
@@ -59,10 +61,11 @@ under LOOPX_HOME when DATABASE_URL is unset), under a database lock.`,
 				return err
 			}
 			defer stopDB()
-			pool, err := store.Open(ctx, url)
+			opened, err := store.OpenWith(ctx, url, store.OpenOptions{Pooler: cfg.PgBouncer})
 			if err != nil {
 				return fmt.Errorf("connect to database: %w", err)
 			}
+			pool := opened.Pool
 			defer pool.Close()
 			if err := store.Migrate(ctx, pool); err != nil {
 				return err
@@ -156,6 +159,9 @@ server cannot be reached.`,
 				tok.OK, tok.Detail = true, "valid: "+strings.TrimSpace(string(raw))
 			}
 			checks = append(checks, tok)
+			if tok.OK {
+				checks = append(checks, a.diagnosticChecks(ctx)...)
+			}
 			for _, h := range doctorHooks() {
 				checks = append(checks, h(ctx, a.getenv))
 			}
@@ -196,4 +202,43 @@ func settingsCheck(_ context.Context, getenv func(string) string) check {
 		return check{Name: "settings", OK: true, Detail: "no LARK_APP_ID: the server runs the sandbox Lark emulator (loopx chat)"}
 	}
 	return check{Name: "settings", OK: true, Detail: "Lark app " + cfg.Lark.AppID + " configured"}
+}
+
+// diagnosticChecks asks the server (GET /v1/diagnostics, admin token) about what only it can
+// see: runner secrets its key cannot open, and a pooler in transaction mode before the
+// database.
+func (a *app) diagnosticChecks(ctx context.Context) []check {
+	c, err := a.newClient()
+	if err != nil {
+		return nil
+	}
+	raw, err := c.Do(ctx, apiclient.Request{Method: http.MethodGet, Path: "/v1/diagnostics"})
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Code == api.CodeForbidden {
+			return []check{{Name: "secrets", OK: true, Detail: "not checked: an agent token cannot read diagnostics (use the admin token)"}}
+		}
+		return []check{{Name: "secrets", Detail: "read diagnostics: " + err.Error()}}
+	}
+	var d api.Diagnostics
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return []check{{Name: "secrets", Detail: "decode diagnostics: " + err.Error()}}
+	}
+	sec := check{Name: "secrets", OK: len(d.UnreadableSecrets) == 0,
+		Detail: "every runner secret opens with key " + d.SecretKeyID}
+	if !sec.OK {
+		var names []string
+		for _, u := range d.UnreadableSecrets {
+			names = append(names, fmt.Sprintf("%s/%s %s (sealed with key %s)", u.GoalID, u.AgentID, u.Name, u.KeyID))
+		}
+		sec.Detail = fmt.Sprintf("%d runner secret(s) set but unreadable with key %s (a wrong LOOPX_SECRET_KEY?): %s; "+
+			"restore the key (or give it as LOOPX_SECRET_KEY_PREVIOUS) or set them again with loopx agent update",
+			len(names), d.SecretKeyID, strings.Join(names, ", "))
+	}
+	pool := check{Name: "pooler", OK: true, Detail: "no pooler in transaction mode between the server and PostgreSQL"}
+	if d.TransactionPooling {
+		pool.Detail = "PgBouncer (or another pooler) in transaction mode before PostgreSQL: notifications are polled, " +
+			"migrations take a transaction lock, statements are not prepared by name"
+	}
+	return []check{sec, pool}
 }

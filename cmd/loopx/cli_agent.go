@@ -95,6 +95,38 @@ func (a *app) agentCommand() *cobra.Command {
 		},
 	}
 	ids(rotate, true)
-	cmd.AddCommand(register, list, rotate)
+
+	var ub api.AgentUpdateBody
+	var newConfig, workMode string
+	update := &cobra.Command{
+		Use:   "update",
+		Short: "Change an agent's runner settings or secrets (admin token)",
+		Long: `Change an agent's runner settings or work mode. --runner-config replaces the settings; the
+secrets in it (a webhook's "secret", the values of an exec agent's "env") are set, and
+secrets it leaves out are kept unless named with --unset-secret. Secrets are stored sealed
+and never shown again: listings say that each is set and when it changed.`,
+		Example: `  loopx agent update --goal-id demo --agent-id hook --runner-config '{"url":"https://host/new"}'
+  loopx agent update --goal-id demo --agent-id codex --runner-config '{"argv":["codex","exec","{{prompt}}"],"env":{"OPENAI_API_KEY":"sk-..."}}'
+  loopx agent update --goal-id demo --agent-id codex --unset-secret env.OPENAI_API_KEY`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if newConfig != "" {
+				if !json.Valid([]byte(newConfig)) {
+					return usageError{fmt.Errorf("--runner-config: not valid JSON")}
+				}
+				ub.RunnerConfig = json.RawMessage(newConfig)
+			}
+			if workMode != "" {
+				ub.WorkMode = &workMode
+			}
+			return a.call(c, http.MethodPatch, goalPath(goal, "agents", agent), nil, ub,
+				printFields)
+		},
+	}
+	ids(update, true)
+	update.Flags().StringVar(&newConfig, "runner-config", "", "new runner settings as a JSON object")
+	update.Flags().StringArrayVar(&ub.UnsetSecrets, "unset-secret", nil, "remove a secret (secret, env.NAME); repeatable")
+	update.Flags().StringVar(&workMode, "work-mode", "", "active or monitor_only")
+	cmd.AddCommand(register, list, rotate, update)
 	return cmd
 }

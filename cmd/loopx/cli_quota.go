@@ -155,17 +155,25 @@ func (a *app) refreshStateCommand() *cobra.Command {
 }
 
 func (a *app) auditCommand() *cobra.Command {
-	var goal string
+	var goal, actor, action, outcome, since, until string
 	var limit, after int64
 	cmd := &cobra.Command{
-		Use:     "audit",
-		Short:   "Read the audit log, refusals included (admin token)",
-		Example: `  loopx audit --goal-id demo --limit 50 --format json`,
-		Args:    cobra.NoArgs,
+		Use:   "audit",
+		Short: "Read the audit log, refusals included (admin token)",
+		Long: `Read the audit log, oldest first: who (actor) did what (action) to what (target), from which
+surface, and how it ended (outcome: ok, refused, forbidden, conflict, full). Changes carry
+the before and after of each field in detail.changes, secrets redacted.`,
+		Example: `  loopx audit --goal-id demo --limit 50 --format json
+  loopx audit --outcome refused --since 2026-01-02T00:00:00Z
+  loopx audit --actor ou_ann --action goal.update`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			q := url.Values{}
-			if goal != "" {
-				q.Set("goal_id", goal)
+			for k, v := range map[string]string{"goal_id": goal, "actor": actor, "action": action,
+				"outcome": outcome, "since": since, "until": until} {
+				if v != "" {
+					q.Set(k, v)
+				}
 			}
 			if limit > 0 {
 				q.Set("limit", strconv.FormatInt(limit, 10))
@@ -174,10 +182,15 @@ func (a *app) auditCommand() *cobra.Command {
 				q.Set("after_id", strconv.FormatInt(after, 10))
 			}
 			return a.call(c, http.MethodGet, "/v1/audit", q, nil,
-				printList("audit", "id", "at", "actor", "surface", "action", "goal_id", "allowed"))
+				printList("audit", "id", "at", "actor", "surface", "action", "goal_id", "target", "outcome"))
 		},
 	}
 	cmd.Flags().StringVar(&goal, "goal-id", "", "only this goal")
+	cmd.Flags().StringVar(&actor, "actor", "", "only this actor (an open_id, agent:<goal>/<agent>, admin)")
+	cmd.Flags().StringVar(&action, "action", "", "only this action (e.g. goal.update, chat.steer)")
+	cmd.Flags().StringVar(&outcome, "outcome", "", "only this outcome: ok, refused, forbidden, conflict or full")
+	cmd.Flags().StringVar(&since, "since", "", "only rows at or after this RFC 3339 time")
+	cmd.Flags().StringVar(&until, "until", "", "only rows before this RFC 3339 time")
 	cmd.Flags().Int64Var(&limit, "limit", 0, "at most this many rows (default 100)")
 	cmd.Flags().Int64Var(&after, "after-id", 0, "rows after this id")
 	return cmd

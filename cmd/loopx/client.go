@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +39,9 @@ func (a *app) serverURL() (base string, local bool, err error) {
 // the admin token `loopx serve` keeps under LOOPX_HOME, else the connected agent's stored
 // token.
 func (a *app) newClient() (*apiclient.Client, error) {
+	if err := checkIdempotencyFlag(a.idemKey); err != nil {
+		return nil, err
+	}
 	base, local, err := a.serverURL()
 	if err != nil {
 		return nil, err
@@ -191,6 +196,20 @@ func (a *app) fillFromConnection(c *cobra.Command) error {
 		if err := c.Flags().Set(name, v); err != nil {
 			return usageError{fmt.Errorf("--%s from %s: %w", name, project.Path(a.conn.root), err)}
 		}
+	}
+	return nil
+}
+
+// checkIdempotencyFlag refuses an --idempotency-key the server would refuse (or that could
+// not even travel in a header) as a usage error, before anything is sent.
+func checkIdempotencyFlag(k string) error {
+	switch {
+	case len(k) > 200:
+		return usageError{fmt.Errorf("--idempotency-key: is %d characters; at most 200", len(k))}
+	case !utf8.ValidString(k):
+		return usageError{errors.New("--idempotency-key: is not UTF-8 text; use printable characters")}
+	case strings.IndexFunc(k, unicode.IsControl) >= 0:
+		return usageError{errors.New("--idempotency-key: contains a control character; use printable characters")}
 	}
 	return nil
 }

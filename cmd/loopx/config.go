@@ -40,6 +40,9 @@ type LarkConfig struct {
 	Transport         string // ws (default) | http
 	BaseURL           string // Lark OpenAPI base; "" = the SDK default (Feishu)
 	BotOpenID         string // LARK_BOT_OPEN_ID: skips asking Lark who the bot is
+	// CallbackMaxAge is the window of an HTTP callback's timestamp (LARK_CALLBACK_MAX_AGE;
+	// default 1h, off = no check).
+	CallbackMaxAge time.Duration
 }
 
 // botConfig is the Lark app as package bot takes it, defaults filled in.
@@ -113,6 +116,14 @@ type Config struct {
 	// Retention: how long each kind of record is kept (LOOPX_RETAIN_*; zero keeps it for
 	// ever). Schedule fires follow Retention.Decisions.
 	Retention store.Retention
+	// SecretKey seals runner secrets at rest (LOOPX_SECRET_KEY, base64 of 32 bytes); "" =
+	// the key kept in LOOPX_HOME/secret-key, created at the first start. SecretKeyPrevious
+	// (LOOPX_SECRET_KEY_PREVIOUS, comma-separated) still opens secrets during a rotation.
+	SecretKey         []byte
+	SecretKeyPrevious [][]byte
+	// PgBouncer says whether DATABASE_URL goes through a pooler in transaction mode
+	// (LOOPX_PGBOUNCER: auto, the default, detects it; transaction; off).
+	PgBouncer string
 }
 
 // loadConfig reads and validates the environment.
@@ -263,6 +274,27 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 		*r.into = d
 	}
+	if v := getenv("LOOPX_SECRET_KEY"); v != "" {
+		k, err := store.ParseSecretKey(v)
+		if err != nil {
+			bad("LOOPX_SECRET_KEY", "%v", err)
+		}
+		cfg.SecretKey = k
+	}
+	for i, v := range strings.Split(getenv("LOOPX_SECRET_KEY_PREVIOUS"), ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		k, err := store.ParseSecretKey(v)
+		if err != nil {
+			bad("LOOPX_SECRET_KEY_PREVIOUS", "key %d %v", i+1, err)
+		}
+		cfg.SecretKeyPrevious = append(cfg.SecretKeyPrevious, k)
+	}
+	cfg.PgBouncer = cmp.Or(strings.ToLower(strings.TrimSpace(getenv("LOOPX_PGBOUNCER"))), store.PoolerAuto)
+	if cfg.PgBouncer != store.PoolerAuto && cfg.PgBouncer != store.PoolerTransaction && cfg.PgBouncer != store.PoolerOff {
+		bad("LOOPX_PGBOUNCER", "%q is not auto, transaction or off", cfg.PgBouncer)
+	}
 	if cfg.Replica == "" {
 		host, _ := os.Hostname()
 		cfg.Replica = cmp.Or(host, "loopx") + ":" + strconv.Itoa(os.Getpid())
@@ -288,6 +320,16 @@ func loadLarkConfig(getenv func(string) string) (LarkConfig, bool, error) {
 		Transport:         cmp.Or(strings.ToLower(strings.TrimSpace(getenv("LARK_TRANSPORT"))), "ws"),
 		BaseURL:           strings.TrimSpace(getenv("LARK_BASE_URL")),
 		BotOpenID:         strings.TrimSpace(getenv("LARK_BOT_OPEN_ID")),
+	}
+	switch v := strings.TrimSpace(getenv("LARK_CALLBACK_MAX_AGE")); {
+	case strings.EqualFold(v, "off"):
+		l.CallbackMaxAge = -1
+	case v != "":
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute || d > 24*time.Hour {
+			return l, false, fmt.Errorf("LARK_CALLBACK_MAX_AGE: %q is not a duration between 1m and 24h (or off)", v)
+		}
+		l.CallbackMaxAge = d
 	}
 	if l.AppID == "" && l.AppSecret == "" {
 		if l.Transport != bot.TransportWS && l.Transport != bot.TransportHTTP {

@@ -24,6 +24,7 @@ var allowedImports = map[string][]string{
 	"loopx/bot":             {"loopx/router"},
 	"loopx/bot/sandbox":     {},
 	"loopx/cmd/loopx":       nil, // everything
+	"loopx/bench":           nil, // programs: the benchmarks and the fault suite (bench/chaos) drive every package
 	"loopx":                 {},  // the module root holds only the dependency pin file
 
 	// The API's Go client speaks the API's types only; the MCP server calls the API through

@@ -108,7 +108,8 @@ func TestDocsLinksAndCitedFilesExist(t *testing.T) {
 	entries, err := os.ReadDir(root)
 	require.NoError(t, err)
 	for _, e := range entries {
-		top[e.Name()] = true
+		// Build output (bin/, made by make build or make chaos) is not the repository's.
+		top[e.Name()] = e.Name() != "bin"
 	}
 	exists := func(p string) bool {
 		if placeholder.MatchString(p) {

@@ -96,6 +96,7 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 	for _, c := range []*cobra.Command{
 		a.serveCommand(),
 		a.migrateCommand(),
+		a.secretsCommand(),
 		a.versionCommand(),
 		a.doctorCommand(),
 		a.resetCommand(),

@@ -108,9 +108,10 @@ LOOPX_RECEIPT (reaction|reply), LOOPX_INBOX_ACK_TIMEOUT, LOOPX_INBOX_MAX_PENDING
 LOOPX_BOT, LOOPX_SCHEDULER, LOOPX_DEMO, LOOPX_EXEC_SHELL (on/off), LOOPX_JITTER_MAX,
 LOOPX_AGENT_URL, LOOPX_REPLICA, LOOPX_RETAIN_DECISIONS, LOOPX_RETAIN_LARK_EVENTS,
 LOOPX_RETAIN_RECEIPTS, LOOPX_RETAIN_OUTBOX, LOOPX_RETAIN_INBOX, LOOPX_RETAIN_AUDIT,
-LOOPX_RETAIN_RUNS, LOOPX_SANDBOX_ADDR, LOOPX_SANDBOX_TOKEN, LOOPX_SANDBOX_STATE, LARK_APP_ID,
-LARK_APP_SECRET, LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY, LARK_TRANSPORT (ws|http),
-LARK_BASE_URL, LARK_BOT_OPEN_ID. docs/operations.md describes each.`,
+LOOPX_RETAIN_RUNS, LOOPX_SANDBOX_ADDR, LOOPX_SANDBOX_TOKEN, LOOPX_SANDBOX_STATE,
+LOOPX_SECRET_KEY, LOOPX_SECRET_KEY_PREVIOUS, LOOPX_PGBOUNCER (auto|transaction|off),
+LARK_APP_ID, LARK_APP_SECRET, LARK_VERIFICATION_TOKEN, LARK_ENCRYPT_KEY, LARK_TRANSPORT (ws|http),
+LARK_BASE_URL, LARK_BOT_OPEN_ID, LARK_CALLBACK_MAX_AGE. docs/operations.md describes each.`,
 		Example: `  loopx serve
   DATABASE_URL=postgres://loopx@db/loopx LOOPX_ADMIN_TOKEN=$(openssl rand -hex 32) loopx serve
   loopx serve --sandbox`,
@@ -140,11 +141,16 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer stopDB()
-	pool, err := store.Open(ctx, withPoolSize(dbURL, defaultPoolSize))
+	opened, err := store.OpenWith(ctx, withPoolSize(dbURL, defaultPoolSize), store.OpenOptions{Pooler: cfg.PgBouncer})
 	if err != nil {
 		return fmt.Errorf("connect to database: %w", err)
 	}
+	pool := opened.Pool
 	defer pool.Close()
+	if opened.TransactionPooling {
+		logger.Warn("the database is reached through a pooler in transaction mode (PgBouncer): notifications are polled, migrations take a transaction lock, statements are not prepared by name",
+			"detected", opened.Detected)
+	}
 	if err := store.Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -152,9 +158,18 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	keys, err := secretKeyring(cfg)
+	if err != nil {
+		return err
+	}
 
 	now := time.Now
-	st := store.New(pool, store.Options{Now: now})
+	st := store.New(pool, store.Options{Now: now, Keyring: keys, TransactionPooling: opened.TransactionPooling})
+	if n, err := st.SealPlaintextSecrets(ctx); err != nil {
+		return fmt.Errorf("seal runner secrets kept in clear: %w", err)
+	} else if n > 0 {
+		logger.Info("sealed runner secrets that were kept in clear", "agents", n)
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d, err := newDeps(cfg, logger, st, registry, now)

@@ -81,7 +81,8 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	intake, err := bot.NewIntake(cfg, wakingHandler{chat, sender}, bot.IntakeOptions{Logger: logger, Metrics: metrics, Now: d.now})
+	intake, err := bot.NewIntake(cfg, wakingHandler{chat, sender}, bot.IntakeOptions{Logger: logger, Metrics: metrics, Now: d.now,
+		MaxCallbackAge: d.cfg.Lark.CallbackMaxAge})
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func wireScheduler(ctx context.Context, d *deps) ([]component, error) {
 		return nil, nil
 	}
 	agentURL := cmp.Or(sc.AgentURL, "http://"+loopbackAddr(d.cfg.Listen))
-	base := runner.Base{URL: agentURL, Goals: d.store, Tokens: d.store, Templates: d.templates}
+	base := runner.Base{URL: agentURL, Goals: d.store, Tokens: d.store, Templates: d.templates, Secrets: d.store}
 	logger := d.logger
 	reminders, err := scheduler.NewReminders(scheduler.ReminderConfig{Store: d.store, Templates: d.templates})
 	if err != nil {

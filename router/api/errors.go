@@ -20,6 +20,7 @@ const (
 	CodeFull            = "full"            // a bound was reached (409)
 	CodeTooLarge        = "too_large"       // body over the limit (413)
 	CodeInvalid         = "invalid"         // a field breaks a rule (422)
+	CodeUnavailable     = "unavailable"     // the database cannot be reached; retry (503)
 	CodeInternal        = "internal"        // the server failed (500)
 )
 
@@ -62,6 +63,10 @@ func fromErr(err error) *Error {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	if store.IsUnavailable(err) {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: "the database is unavailable; retry in a few seconds (Retry-After)"}
+	}
 	var se *store.Error
 	field, msg := "", err.Error()
 	if errors.As(err, &se) {
@@ -98,6 +103,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// retryAfterSeconds is what a 503 asks clients and load balancers to wait.
+const retryAfterSeconds = "2"
+
 func writeError(w http.ResponseWriter, e *Error) {
+	if e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
 	writeJSON(w, e.Status, ErrorBody{Error: e})
 }

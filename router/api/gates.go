@@ -40,6 +40,9 @@ func (s *Server) askGate(ctx context.Context, r *request) (int, any, error) {
 	if b.TodoID < 0 {
 		return 0, nil, invalid("todo_id", "must be a todo id, or 0 to block the whole goal")
 	}
+	if err := store.CheckGateOptions(b.Options); err != nil {
+		return 0, nil, asBadRequest(err)
+	}
 	g, err := s.st.AskGate(ctx, store.AskGateParams{
 		GoalID: r.PathValue("goal"), AgentID: agent, Question: b.Question, Options: b.Options,
 		TodoID: b.TodoID, Notice: s.cards.Ask, Meta: r.meta(),

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -52,6 +53,14 @@ func (s *Server) shouldRun(ctx context.Context, r *request) (int, any, error) {
 	// stores the receipt with the decision, in its transaction.
 	d, err := s.quota.ShouldRun(ctx, p)
 	if err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			// should-run keeps its own receipt path; its refusals are audited like the others'.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if aerr := s.st.AuditFailure(actx, r.meta(), "quota.should_run", p.GoalID, "agent:"+p.GoalID+"/"+agent, err); aerr != nil {
+				s.logger.ErrorContext(ctx, "audit refusal", "err", aerr)
+			}
+		}
 		return 0, nil, err
 	}
 	return http.StatusOK, d, nil

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -49,6 +50,9 @@ func TestReplayEveryMutatingEndpoint(t *testing.T) {
 		{name: "agent rotate-token", method: "POST", path: "/v1/goals/g1/agents/a1/rotate-token", status: 200, tokenInBody: true,
 			body: func() any { return map[string]any{} }, otherPath: "/v1/goals/g2/agents/a1/rotate-token",
 			after: func(r response) { agentTok = r.json(t)["token"].(string) }},
+		{name: "agent update", method: "PATCH", path: "/v1/goals/g1/agents/a1", status: 200,
+			body:  func() any { return map[string]any{"work_mode": "active"} },
+			other: func() any { return map[string]any{"work_mode": "monitor_only"} }},
 		{name: "goal set", method: "PATCH", path: "/v1/goals/g1", status: 200,
 			body:  func() any { return map[string]any{"version": goalVersion(), "title": "One!"} },
 			other: func() any { return map[string]any{"version": 1, "title": "Else"} }},
@@ -153,7 +157,10 @@ func TestReplayEveryMutatingEndpoint(t *testing.T) {
 			diff := b.do(t, st.method, op, tok, key, ob)
 			require.Equal(t, http.StatusConflict, diff.status, "%s: same key, different request: %s", st.name, diff.body)
 			require.Equal(t, "idempotency_key", diff.err(t).Field, st.name)
-			require.Equal(t, before, b.counts(t), "%s: the refused reuse wrote something", st.name)
+			// The refusal is audited (outcome conflict), and nothing else is written.
+			want := maps.Clone(before)
+			want["audit"]++
+			require.Equal(t, want, b.counts(t), "%s: the refused reuse wrote something besides its audit row", st.name)
 		}
 		covered[st.method+" "+routeOf(path)] = true
 	}

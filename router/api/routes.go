@@ -13,6 +13,7 @@ func (s *Server) routes() {
 
 	s.handle("POST /v1/goals/{goal}/agents", s.registerAgent)
 	s.handle("GET /v1/goals/{goal}/agents", s.listAgents)
+	s.handle("PATCH /v1/goals/{goal}/agents/{agent}", s.updateAgent)
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/rotate-token", s.rotateToken)
 
 	s.handle("POST /v1/goals/{goal}/todos", s.addTodo)
@@ -46,5 +47,6 @@ func (s *Server) routes() {
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/reply", s.inboxReply)
 
 	s.handle("GET /v1/audit", s.listAudit)
+	s.handle("GET /v1/diagnostics", s.diagnostics)
 	s.handle("GET /v1/whoami", s.whoami)
 }

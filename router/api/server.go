@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -167,8 +170,7 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request, h handlerFunc, m
 			writeError(w, e)
 			return e.Status
 		}
-		if len(r.key) > 200 {
-			e := badRequest("Idempotency-Key", "is %d characters; at most 200", len(r.key))
+		if e := checkIdempotencyKey(r.key); e != nil {
 			writeError(w, e)
 			return e.Status
 		}
@@ -185,6 +187,20 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request, h handlerFunc, m
 	}
 	writeJSON(w, status, v)
 	return status
+}
+
+// checkIdempotencyKey refuses a key the receipt table cannot hold or a person cannot read
+// back: longer than 200 bytes, not UTF-8, or with control characters.
+func checkIdempotencyKey(k string) *Error {
+	switch {
+	case len(k) > 200:
+		return badRequest("Idempotency-Key", "is %d characters; at most 200", len(k))
+	case !utf8.ValidString(k):
+		return badRequest("Idempotency-Key", "is not UTF-8 text; use printable characters (a UUID, or any unique string)")
+	case strings.IndexFunc(k, unicode.IsControl) >= 0:
+		return badRequest("Idempotency-Key", "contains a control character; use printable characters (a UUID, or any unique string)")
+	}
+	return nil
 }
 
 // authenticate resolves the bearer token. The admin token is compared in constant time; an
@@ -269,8 +285,15 @@ func (s *Server) actingAgent(r *request, action, given string, required bool) (s
 	return given, nil
 }
 
-// decode reads a JSON body into v. Unknown fields and trailing data are rejected.
+// decode reads a JSON body into v. Unknown fields and trailing data are rejected, and so
+// are a Content-Type other than JSON and the NUL character (text cannot hold it).
 func decode(r *request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return badRequest("Content-Type", "%q is not application/json; send the body as JSON with Content-Type: application/json", clipHeader(ct))
+		}
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -282,6 +305,9 @@ func decode(r *request, v any) error {
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
+	}
+	if bytes.Contains(body, []byte(`\u0000`)) {
+		return badRequest("body", `contains the NUL character (\u0000), which text cannot hold`)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -322,4 +348,11 @@ func queryInt(r *request, name string) (int64, error) {
 		return 0, badRequest(name, "%q is not a non-negative integer", v)
 	}
 	return n, nil
+}
+
+func clipHeader(v string) string {
+	if len(v) > 60 {
+		return v[:60] + "…"
+	}
+	return v
 }

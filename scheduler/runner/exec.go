@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -19,60 +18,18 @@ import (
 	"loopx/store"
 )
 
-// ExecSettings are an exec agent's runner_config.
-type ExecSettings struct {
-	// Argv is the command and its arguments, run without a shell. An argument "{{prompt}}"
-	// is replaced by the rendered prompt.
-	Argv []string `json:"argv"`
-	// Shell is a command line for /bin/sh -c; only accepted when the server allows shells.
-	Shell string `json:"shell"`
-	// Dir is the working directory; "" is the server's.
-	Dir string `json:"dir"`
-	// Env adds variables to the agent's environment.
-	Env map[string]string `json:"env"`
-	// Timeout bounds the turn (Go duration, e.g. "20m"); "" is the runner's default. It is
-	// capped by the turn's lease.
-	Timeout string `json:"timeout"`
-	// Stdin is what the agent reads: "packet" (the turn packet JSON, default), "prompt" or
-	// "none".
-	Stdin string `json:"stdin"`
-}
+// ExecSettings are an exec agent's runner_config; the rules they follow live in store.
+type ExecSettings = store.ExecSettings
 
-// reservedEnv are the variables the runner sets for each turn.
-var reservedEnv = map[string]bool{"LOOPX_URL": true, "LOOPX_TOKEN": true, "LOOPX_GOAL_ID": true,
-	"LOOPX_AGENT_ID": true, "LOOPX_TURN_ID": true, "LOOPX_TURN_NUMBER": true, "LOOPX_PROMPT_FILE": true,
-	"LOOPX_PACKET_FILE": true, "LOOPX_DEADLINE": true, "LOOPX_ACTION": true, "LOOPX_TODO_ID": true}
-
-// ParseExecSettings reads and checks an exec runner_config; the API may call it before it
-// saves an agent. allowShell is the server's setting.
+// ParseExecSettings reads and checks an exec runner_config (store.ParseExecSettings) and
+// refuses a shell command line when the server does not allow shells (allowShell).
 func ParseExecSettings(raw json.RawMessage, allowShell bool) (ExecSettings, error) {
-	var s ExecSettings
-	if len(raw) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&s); err != nil {
-			return s, fmt.Errorf("runner_config: %s", err.Error())
-		}
+	s, err := store.ParseExecSettings(raw)
+	if err != nil {
+		return s, err
 	}
-	switch {
-	case len(s.Argv) == 0 && s.Shell == "":
-		return s, errors.New(`runner_config.argv: empty; give the command as a list, e.g. ["codex", "exec", "{{prompt}}"]`)
-	case len(s.Argv) > 0 && s.Shell != "":
-		return s, errors.New("runner_config.shell: set argv or shell, not both")
-	case s.Shell != "" && !allowShell:
+	if s.Shell != "" && !allowShell {
 		return s, errors.New("runner_config.shell: shell commands are off on this server (LOOPX_EXEC_SHELL=1 allows them); use argv")
-	case s.Stdin != "" && s.Stdin != "packet" && s.Stdin != "prompt" && s.Stdin != "none":
-		return s, fmt.Errorf("runner_config.stdin: %q is not packet, prompt or none", s.Stdin)
-	}
-	if s.Timeout != "" {
-		if d, err := time.ParseDuration(s.Timeout); err != nil || d <= 0 {
-			return s, fmt.Errorf("runner_config.timeout: %q is not a positive duration such as 20m", s.Timeout)
-		}
-	}
-	for k := range s.Env {
-		if reservedEnv[k] {
-			return s, fmt.Errorf("runner_config.env.%s: set by the runner for each turn", k)
-		}
 	}
 	return s, nil
 }
@@ -100,7 +57,11 @@ var _ scheduler.Runner = (*Exec)(nil)
 
 // Run carries out one turn and reports how it ended.
 func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
-	settings, err := ParseExecSettings(job.Schedule.RunnerConfig, e.AllowShell)
+	cfg, err := e.runnerConfig(ctx, job)
+	if err != nil {
+		return scheduler.Result{State: store.TurnFailed, Outcome: "runner settings: " + err.Error()}
+	}
+	settings, err := ParseExecSettings(cfg, e.AllowShell)
 	if err != nil {
 		return scheduler.Result{State: store.TurnFailed, Outcome: "runner settings: " + err.Error()}
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -45,12 +46,29 @@ type TokenIssuer interface {
 	IssueTurnToken(ctx context.Context, turn store.Turn, expires time.Time) (string, error)
 }
 
+// SecretReader opens an agent's runner settings with their secrets, which no other surface
+// reads. *store.Store implements it.
+type SecretReader interface {
+	RunnerConfig(ctx context.Context, goalID, agentID string) (json.RawMessage, error)
+}
+
 // Base is what every runner needs to prepare a turn.
 type Base struct {
 	URL       string // LOOPX_URL the agent calls back on
 	Goals     GoalReader
 	Tokens    TokenIssuer
 	Templates *templates.Set
+	// Secrets opens the runner secrets (a webhook's signing secret, an exec agent's env).
+	// Nil: the schedule's settings are used as they are, without secrets.
+	Secrets SecretReader
+}
+
+// runnerConfig is the agent's runner settings with its secrets, read when the turn starts.
+func (b Base) runnerConfig(ctx context.Context, job scheduler.Job) (json.RawMessage, error) {
+	if b.Secrets == nil {
+		return job.Schedule.RunnerConfig, nil
+	}
+	return b.Secrets.RunnerConfig(ctx, job.Turn.GoalID, job.Turn.AgentID)
 }
 
 // Commands lists the per-turn CLI calls of DESIGN.md §3 with this turn's ids filled in.

@@ -60,7 +60,7 @@ func setup(t *testing.T, kind string, settings any, stallTurns int) *testBundle 
 	set, err := templates.New()
 	require.NoError(t, err)
 	qs := quota.NewService(st, quota.Options{Now: c.Now})
-	base := runner.Base{URL: "http://127.0.0.1:7377", Goals: st, Tokens: st, Templates: set}
+	base := runner.Base{URL: "http://127.0.0.1:7377", Goals: st, Tokens: st, Templates: set, Secrets: st}
 	sched, err := scheduler.New(scheduler.Config{
 		Store: st, Decider: qs, Now: c.Now, MaxJitter: -1, Replica: "t",
 		Runners: map[string]scheduler.Runner{

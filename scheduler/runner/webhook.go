@@ -7,11 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -22,38 +20,12 @@ import (
 	"loopx/store"
 )
 
-// WebhookSettings are a webhook agent's runner_config.
-type WebhookSettings struct {
-	URL string `json:"url"`
-	// Secret signs each request (HMAC-SHA256). Required.
-	Secret string `json:"secret"`
-	// Timeout bounds the whole turn (Go duration); "" is the runner's default.
-	Timeout string `json:"timeout"`
-}
+// WebhookSettings are a webhook agent's runner_config; the rules they follow live in store.
+type WebhookSettings = store.WebhookSettings
 
 // ParseWebhookSettings reads and checks a webhook runner_config.
 func ParseWebhookSettings(raw json.RawMessage) (WebhookSettings, error) {
-	var s WebhookSettings
-	if len(raw) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&s); err != nil {
-			return s, fmt.Errorf("runner_config: %s", err.Error())
-		}
-	}
-	u, err := url.Parse(s.URL)
-	switch {
-	case s.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return s, fmt.Errorf("runner_config.url: %q is not an http(s) URL", s.URL)
-	case len(s.Secret) < 16:
-		return s, errors.New("runner_config.secret: at least 16 characters; requests are signed with it")
-	}
-	if s.Timeout != "" {
-		if d, err := time.ParseDuration(s.Timeout); err != nil || d <= 0 {
-			return s, fmt.Errorf("runner_config.timeout: %q is not a positive duration such as 10m", s.Timeout)
-		}
-	}
-	return s, nil
+	return store.ParseWebhookSettings(raw)
 }
 
 // Signature headers of a webhook turn.
@@ -96,7 +68,11 @@ type webhookBody struct {
 
 // Run carries out one turn and reports how it ended.
 func (w *Webhook) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
-	s, err := ParseWebhookSettings(job.Schedule.RunnerConfig)
+	cfg, err := w.runnerConfig(ctx, job)
+	if err != nil {
+		return scheduler.Result{State: store.TurnFailed, Outcome: "runner settings: " + err.Error()}
+	}
+	s, err := ParseWebhookSettings(cfg)
 	if err != nil {
 		return scheduler.Result{State: store.TurnFailed, Outcome: "runner settings: " + err.Error()}
 	}

@@ -32,7 +32,8 @@ func (o Outbox) Claim(ctx context.Context, owner string, limit int, lease time.D
 	for i, c := range cs {
 		out[i] = bot.OutboxMessage{ID: c.ID, UUID: c.UUID, Kind: c.Kind, ReceiveIDType: c.ReceiveIDType,
 			ReceiveID: c.ReceiveID, ReplyTo: c.ReplyTo, ReplyInThread: c.ReplyInThread,
-			TargetMessage: c.TargetMessage, Content: c.Content, Attempts: c.Attempts, CreatedAt: c.CreatedAt}
+			TargetMessage: c.TargetMessage, Content: c.Content, Attempts: c.Attempts, CreatedAt: c.CreatedAt,
+			Reclaimed: c.Reclaimed}
 	}
 	return out, nil
 }
