@@ -22,7 +22,7 @@ const (
 // reconnects). The connection is taken out of the pool and closed afterwards, so no LISTEN
 // state leaks to other users of the pool.
 func (s *Store) Listen(ctx context.Context, channel string, wake func()) error {
-	if channel != OutboxNotifyChannel && channel != ScheduleChannel {
+	if channel != OutboxNotifyChannel && channel != ScheduleChannel && channel != WorkspaceChannel {
 		return Errorf(ErrInvalid, "channel", "%q is not a LoopX notification channel", channel)
 	}
 	pc, err := s.pool.Acquire(ctx)
