@@ -334,3 +334,20 @@ func orEmpty[T any](v []T) []T {
 	}
 	return v
 }
+
+// AddProposalCard records that outbox row outboxID is a card of the proposal, so the card is
+// updated in place when the proposal settles.
+func AddProposalCard(ctx context.Context, db DB, proposalID, outboxID int64) error {
+	_, err := db.Exec(ctx, `INSERT INTO proposal_card (proposal_id, outbox_id) VALUES ($1, $2)
+		ON CONFLICT DO NOTHING`, proposalID, outboxID)
+	if err != nil {
+		return fmt.Errorf("record proposal card: %w", mapErr(err))
+	}
+	return nil
+}
+
+// ListProposalCards lists the preview cards posted for a proposal, oldest first.
+func ListProposalCards(ctx context.Context, db DB, proposalID int64) ([]OutboxRecord, error) {
+	return queryOutbox(ctx, db, "list proposal cards", `SELECT `+outboxColumns+` FROM outbox
+		WHERE id IN (SELECT outbox_id FROM proposal_card WHERE proposal_id = $1) ORDER BY id`, proposalID)
+}

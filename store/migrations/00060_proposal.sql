@@ -30,6 +30,13 @@ CREATE TABLE proposal (
 CREATE INDEX proposal_goal ON proposal (goal_id, id);
 CREATE INDEX proposal_ready ON proposal (goal_id, id) WHERE state = 'preview_ready';
 
+-- The chat cards that show a proposal, updated in place when it settles.
+CREATE TABLE proposal_card (
+    proposal_id bigint NOT NULL REFERENCES proposal (id) ON DELETE CASCADE,
+    outbox_id   bigint NOT NULL REFERENCES outbox (id) ON DELETE CASCADE,
+    PRIMARY KEY (proposal_id, outbox_id)
+);
+
 -- The workspace is a surface of its own in the audit.
 ALTER TABLE audit DROP CONSTRAINT audit_surface_check;
 ALTER TABLE audit ADD CONSTRAINT audit_surface_check
@@ -80,4 +87,4 @@ DROP FUNCTION loopx_workspace_notify();
 ALTER TABLE audit DROP CONSTRAINT audit_surface_check;
 ALTER TABLE audit ADD CONSTRAINT audit_surface_check
     CHECK (surface IN ('api', 'chat', 'card', 'scheduler', 'system'));
-DROP TABLE proposal;
+DROP TABLE proposal_card, proposal;
