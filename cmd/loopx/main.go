@@ -95,6 +95,7 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.auditCommand(),
 		a.chatCommand(),
 		a.inboxCommand(),
+		a.proposalCommand(),
 	} {
 		if c.HasSubCommands() && c.RunE == nil {
 			c.RunE = groupRunE

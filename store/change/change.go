@@ -17,7 +17,10 @@ import (
 // Goal fields that are set), ProposalGoalPause, ProposalGoalResume or ProposalAgentSet (the
 // Agent fields of AgentID).
 type Request struct {
-	GoalID  string      `json:"goal_id"`
+	GoalID string `json:"goal_id"`
+	// Version, when set, is the goal version the caller read: a goal at another version is
+	// ErrConflict naming version (compare-and-set for scripts that apply directly).
+	Version int64       `json:"version,omitempty"`
 	Kind    string      `json:"kind"`
 	AgentID string      `json:"agent_id,omitempty"`
 	Goal    GoalChange  `json:"goal"`
@@ -127,6 +130,10 @@ func (k *Kernel) propose(ctx context.Context, tx *store.Tx, who store.Person, m 
 	need := needOf(req)
 	if !g.Role.AtLeast(need) {
 		return store.Proposal{}, refusal(req.GoalID, 0, need, g.Role, "propose")
+	}
+	if req.Version != 0 && req.Version != g.Version {
+		return store.Proposal{}, store.Errorf(store.ErrConflict, "version",
+			"goal %q is at version %d, not %d; read it again and retry", g.ID, g.Version, req.Version)
 	}
 	c, err := compute(ctx, tx, g.Goal, req, now)
 	if err != nil {
