@@ -397,4 +397,3 @@ func FieldName(tpl *templates.Set, lang, field string) string {
 	}
 	return s
 }
-
