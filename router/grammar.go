@@ -73,16 +73,20 @@ const (
 type argKind int
 
 const (
-	argsNone     argKind = iota
-	argsGoalOpt          // [#goal]
-	argsGoalReq          // #goal[/agent] (bind)
-	argsBudget           // [#goal] <slots> [<window-hours>]
-	argsTodo             // [#goal] <text>
-	argsGate             // <gate> [comment]
-	argsLang             // en|zh
-	argsSchedule         // [#goal] heartbeat|report <spec>|off [zone]
-	argsPeople           // [#goal] add|remove|set <people>
-	argsStall            // [#goal] <turns>|off
+	argsNone    argKind = iota
+	argsGoalOpt         // [#goal]
+	argsGoalReq         // #goal[/agent] (bind)
+	argsBudget          // [#goal] <slots> [<window-hours>]
+	argsTodo            // [#goal] <text>
+	argsGate            // <gate> [comment]
+	argsLang            // en|zh
+)
+
+// Arguments of the commands that propose a change.
+const (
+	argsSchedule argKind = argsLang + 1 + iota // [#goal] heartbeat|report <spec>|off [zone]
+	argsPeople                                 // [#goal] add|remove|set <people>
+	argsStall                                  // [#goal] <turns>|off
 )
 
 // command is one row of the table that routes commands and generates /help.
