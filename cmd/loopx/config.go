@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -103,6 +104,14 @@ type Config struct {
 	// host:pid.
 	Replica   string
 	Scheduler SchedulerConfig
+	// Web is the workspace served on the listener under /web/.
+	Web WebConfig
+}
+
+// WebConfig is what the workspace wiring reads.
+type WebConfig struct {
+	Enabled bool   // LOOPX_WEB (default on)
+	URL     string // LOOPX_WEB_URL: the address people open, for sign-in links; "" = http://LOOPX_LISTEN
 }
 
 // loadConfig reads and validates the environment.
@@ -203,6 +212,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		cfg.SandboxState = v
 	case cfg.DatabaseURL == "":
 		cfg.SandboxState = filepath.Join(cfg.Home, "sandbox")
+	}
+	cfg.Web = WebConfig{Enabled: flag("LOOPX_WEB", true), URL: strings.TrimRight(getenv("LOOPX_WEB_URL"), "/")}
+	if v := cfg.Web.URL; v != "" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Path != "" {
+			bad("LOOPX_WEB_URL", "%q is not an http(s) address such as https://loopx.example.com (no path)", v)
+		}
 	}
 	if cfg.Replica == "" {
 		host, _ := os.Hostname()

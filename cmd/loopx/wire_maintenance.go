@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"time"
+
+	"loopx/store"
 )
 
 // Retention: how long each kind of record is kept. This component owns every such constant;
@@ -47,6 +49,10 @@ func wireMaintenance(_ context.Context, d *deps) ([]component, error) {
 		}
 		if _, err := d.store.PruneSendRates(ctx); err != nil && ctx.Err() == nil {
 			logger.Warn("prune send rates", "err", err)
+		}
+		// Workspace sessions end at their expiry; sign-in links are kept a day for the audit.
+		if _, err := store.PruneWeb(ctx, d.store.DB(), now); err != nil && ctx.Err() == nil {
+			logger.Warn("prune workspace sessions", "err", err)
 		}
 		// Fires are recorded in the scheduler's time.
 		cutoff := d.schedulerNow().Add(-tickRetention)
