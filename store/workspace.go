@@ -155,52 +155,88 @@ type HomeGate struct {
 
 // HomeFailure is an outbox row that could not be sent.
 type HomeFailure struct {
-	ID        int64
-	GoalID    string
-	Kind      string
-	Code      int
-	Error     string
-	CreatedAt time.Time
+	ID        int64     `json:"id"`
+	GoalID    string    `json:"goal_id"`
+	Kind      string    `json:"kind"`
+	Code      int       `json:"last_code"`
+	Error     string    `json:"last_error"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // HomeTurn is a live turn.
 type HomeTurn struct {
-	GoalID    string
-	AgentID   string
-	TurnID    int64
-	TodoID    int64
-	TodoText  string
-	StartedAt time.Time
+	GoalID    string    `json:"goal_id"`
+	AgentID   string    `json:"agent_id"`
+	TurnID    int64     `json:"turn_id"`
+	TodoID    int64     `json:"todo_id"`
+	TodoText  string    `json:"todo_text"`
+	StartedAt time.Time `json:"started_at"`
 }
 
 // HomeAgent is a monitor-only agent.
 type HomeAgent struct {
-	GoalID  string
-	AgentID string
+	GoalID  string `json:"goal_id"`
+	AgentID string `json:"agent_id"`
 }
 
 // HomeSchedule is a schedule's next fire.
 type HomeSchedule struct {
-	GoalID  string
-	AgentID string
-	Kind    string // heartbeat | report
-	Spec    string
-	TZ      string
-	NextAt  time.Time
+	GoalID  string    `json:"goal_id"`
+	AgentID string    `json:"agent_id"`
+	Kind    string    `json:"kind"` // heartbeat | report
+	Spec    string    `json:"spec"`
+	TZ      string    `json:"tz"`
+	NextAt  time.Time `json:"next_fire_at"`
 }
 
 // HomeGoal is a goal in a list.
 type HomeGoal struct {
-	ID        string
-	Title     string
-	UpdatedAt time.Time
+	ID        string    `json:"id"`
+	Title     string    `json:"title"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// visibleGoals is the CTE of the goals a person may see, with their role: the SQL rule
-// loopx_role, never re-implemented.
-const visibleGoals = `WITH v AS (
-	SELECT id, title, status, loopx_role(owners, members, $1, $2) AS role FROM goal
-	WHERE loopx_role(owners, members, $1, $2) <> 'stranger')`
+// homeSQL reads the whole home in one statement (filters on v's columns sit outside the
+// joins, behind OFFSET 0, because the planner has no statistics for a CTE's columns and would
+// otherwise plan a nested loop over thousands of goals): the goals the person may see, with their
+// role (the SQL rule loopx_role, never re-implemented), are computed once (a materialized
+// CTE), and each list is aggregated as JSON. One statement and one scan of goal keep the
+// first page fast at 10,000 goals.
+const homeSQL = `WITH v AS MATERIALIZED (
+	SELECT id, title, status, updated_at, loopx_role(owners, members, $1, $2) AS role FROM goal
+	WHERE loopx_role(owners, members, $1, $2) <> 'stranger'),
+answerable AS MATERIALIZED (
+	SELECT g.id, g.goal_id, g.agent_id, g.kind, g.question, g.reminders, g.created_at, v.title AS goal_title
+	FROM gate g JOIN v ON v.id = g.goal_id WHERE g.status = 'open' AND v.role IN ('owner', 'admin')),
+failed AS MATERIALIZED (
+	SELECT f.id, f.goal_id, f.kind, f.last_code, f.last_error, f.created_at
+	FROM outbox f JOIN v ON v.id = f.goal_id WHERE f.state = 'failed')
+SELECT
+	(SELECT count(*) FROM v),
+	(SELECT count(*) FROM answerable),
+	(SELECT count(*) FROM failed),
+	(SELECT count(*) FROM v WHERE status = 'stopped'),
+	(SELECT coalesce(json_agg(x), '[]') FROM (SELECT * FROM answerable ORDER BY created_at, id LIMIT $4) x),
+	(SELECT coalesce(json_agg(x), '[]') FROM (SELECT * FROM failed ORDER BY id DESC LIMIT $4) x),
+	(SELECT coalesce(json_agg(x.id ORDER BY x.id), '[]') FROM (SELECT id FROM (
+		SELECT p.id, p.need, v.role FROM proposal p JOIN v ON v.id = p.goal_id
+		WHERE p.state = 'preview_ready' AND p.expires_at > $3 OFFSET 0) y
+		WHERE role = 'admin' OR (role = 'owner' AND need = 'owner') ORDER BY id LIMIT $4) x),
+	(SELECT coalesce(json_agg(x), '[]') FROM (
+		SELECT y.goal_id, y.agent_id, y.turn_id, y.todo_id, coalesce((SELECT text FROM todo WHERE id = y.todo_id), '') AS todo_text,
+		       y.started_at FROM (
+			SELECT t.goal_id, t.agent_id, t.id AS turn_id, coalesce(t.todo_id, 0) AS todo_id, t.started_at
+			FROM turn t JOIN v ON v.id = t.goal_id
+			WHERE t.state = 'live' AND t.lease_expires_at > $3 OFFSET 0) y ORDER BY y.started_at LIMIT $4) x),
+	(SELECT coalesce(json_agg(x), '[]') FROM (SELECT * FROM (
+		SELECT a.goal_id, a.id AS agent_id FROM agent a JOIN v ON v.id = a.goal_id
+		WHERE a.work_mode = 'monitor_only' OFFSET 0) y ORDER BY goal_id, agent_id LIMIT $4) x),
+	(SELECT coalesce(json_agg(x), '[]') FROM (SELECT goal_id, agent_id, kind, spec, tz, next_fire_at FROM (
+		SELECT s.goal_id, s.agent_id, s.kind, s.spec, s.tz, s.next_fire_at, v.status FROM schedule s JOIN v ON v.id = s.goal_id
+		WHERE s.enabled AND NOT s.held AND s.next_fire_at IS NOT NULL OFFSET 0) y
+		WHERE status = 'active' ORDER BY next_fire_at LIMIT $4) x),
+	(SELECT coalesce(json_agg(x), '[]') FROM (
+		SELECT id, title, updated_at FROM v WHERE status = 'stopped' ORDER BY updated_at DESC LIMIT $4) x)`
 
 // ReadHome reads the workspace home of who at now, each list at most limit rows.
 func ReadHome(ctx context.Context, db DB, who Person, now time.Time, limit int) (Home, error) {
@@ -208,119 +244,49 @@ func ReadHome(ctx context.Context, db DB, who Person, now time.Time, limit int) 
 		limit = 50
 	}
 	var h Home
-	err := db.QueryRow(ctx, visibleGoals+`
-		SELECT (SELECT count(*) FROM v),
-		       (SELECT count(*) FROM gate g JOIN v ON v.id = g.goal_id
-		         WHERE g.status = 'open' AND v.role IN ('owner', 'admin')),
-		       (SELECT count(*) FROM outbox o JOIN v ON v.id = o.goal_id WHERE o.state = 'failed'),
-		       (SELECT count(*) FROM v WHERE status = 'stopped')`,
-		who.OpenID, who.Admin).Scan(&h.Goals, &h.GatesN, &h.FailedN, &h.StoppedN)
+	var gates, failed, proposals, running, watched, scheduled, stopped []byte
+	err := db.QueryRow(ctx, homeSQL, who.OpenID, who.Admin, now, limit).Scan(&h.Goals, &h.GatesN, &h.FailedN, &h.StoppedN,
+		&gates, &failed, &proposals, &running, &watched, &scheduled, &stopped)
 	if err != nil {
-		return Home{}, fmt.Errorf("read home counts: %w", mapErr(err))
+		return Home{}, fmt.Errorf("read home: %w", mapErr(err))
 	}
-	rows, err := db.Query(ctx, visibleGoals+`
-		SELECT `+gateCols+`, goal_title FROM (
-			SELECT g.*, v.title AS goal_title FROM gate g JOIN v ON v.id = g.goal_id
-			WHERE g.status = 'open' AND v.role IN ('owner', 'admin')) x
-		ORDER BY created_at, id LIMIT $3`, who.OpenID, who.Admin, limit)
-	if err != nil {
-		return Home{}, fmt.Errorf("read home gates: %w", mapErr(err))
+	var gs []struct {
+		ID        int64     `json:"id"`
+		GoalID    string    `json:"goal_id"`
+		AgentID   string    `json:"agent_id"`
+		Kind      string    `json:"kind"`
+		Question  string    `json:"question"`
+		Reminders int       `json:"reminders"`
+		CreatedAt time.Time `json:"created_at"`
+		GoalTitle string    `json:"goal_title"`
 	}
-	gates, err := collect(rows, "read home gates", func(r pgx.Row) (HomeGate, error) {
-		var g HomeGate
-		err := r.Scan(&g.ID, &g.GoalID, &g.AgentID, &g.Kind, &g.Question, &g.Options, &g.TodoID, &g.Status,
-			&g.AnsweredBy, &g.Answer, &g.Comment, &g.AnsweredAt, &g.CardVersion, &g.Reminders, &g.NextReminderAt,
-			&g.CreatedAt, &g.GoalTitle)
-		return g, err
-	})
-	if err != nil {
-		return Home{}, err
-	}
-	for _, g := range gates {
-		if g.Kind == GateKindStall {
-			h.Stalled = append(h.Stalled, g)
-		} else {
-			h.Gates = append(h.Gates, g)
+	var ids []int64
+	for _, d := range []struct {
+		raw []byte
+		dst any
+	}{{gates, &gs}, {failed, &h.Failed}, {proposals, &ids}, {running, &h.Running}, {watched, &h.Watched},
+		{scheduled, &h.Scheduled}, {stopped, &h.Stopped}} {
+		if err := json.Unmarshal(d.raw, d.dst); err != nil {
+			return Home{}, fmt.Errorf("decode home: %w", err)
 		}
 	}
-	rows, err = db.Query(ctx, visibleGoals+`
-		SELECT o.id, o.goal_id, o.kind, o.last_code, o.last_error, o.created_at FROM outbox o JOIN v ON v.id = o.goal_id
-		WHERE o.state = 'failed' ORDER BY o.id DESC LIMIT $3`, who.OpenID, who.Admin, limit)
-	if err != nil {
-		return Home{}, fmt.Errorf("read home failures: %w", mapErr(err))
+	for _, g := range gs {
+		hg := HomeGate{Gate: Gate{ID: g.ID, GoalID: g.GoalID, AgentID: g.AgentID, Kind: g.Kind, Question: g.Question,
+			Status: GateOpen, Reminders: g.Reminders, CreatedAt: g.CreatedAt}, GoalTitle: g.GoalTitle}
+		if g.Kind == GateKindStall {
+			h.Stalled = append(h.Stalled, hg)
+		} else {
+			h.Gates = append(h.Gates, hg)
+		}
 	}
-	if h.Failed, err = collect(rows, "read home failures", func(r pgx.Row) (HomeFailure, error) {
-		var f HomeFailure
-		err := r.Scan(&f.ID, &f.GoalID, &f.Kind, &f.Code, &f.Error, &f.CreatedAt)
-		return f, err
-	}); err != nil {
-		return Home{}, err
-	}
-	rows, err = db.Query(ctx, visibleGoals+`
-		SELECT `+proposalCols+` FROM proposal WHERE id IN (
-			SELECT p.id FROM proposal p JOIN v ON v.id = p.goal_id
-			WHERE p.state = 'preview_ready' AND p.expires_at > $3
-			  AND (v.role = 'admin' OR (v.role = 'owner' AND p.need = 'owner')))
-		ORDER BY id LIMIT $4`, who.OpenID, who.Admin, now, limit)
-	if err != nil {
-		return Home{}, fmt.Errorf("read home proposals: %w", mapErr(err))
-	}
-	if h.Proposals, err = collect(rows, "read home proposals", scanProposal); err != nil {
-		return Home{}, err
-	}
-	rows, err = db.Query(ctx, visibleGoals+`
-		SELECT t.goal_id, t.agent_id, t.id, coalesce(t.todo_id, 0), coalesce(td.text, ''), t.started_at
-		FROM turn t JOIN v ON v.id = t.goal_id LEFT JOIN todo td ON td.id = t.todo_id
-		WHERE t.state = 'live' AND t.lease_expires_at > $3 ORDER BY t.started_at LIMIT $4`, who.OpenID, who.Admin, now, limit)
-	if err != nil {
-		return Home{}, fmt.Errorf("read home turns: %w", mapErr(err))
-	}
-	if h.Running, err = collect(rows, "read home turns", func(r pgx.Row) (HomeTurn, error) {
-		var t HomeTurn
-		err := r.Scan(&t.GoalID, &t.AgentID, &t.TurnID, &t.TodoID, &t.TodoText, &t.StartedAt)
-		return t, err
-	}); err != nil {
-		return Home{}, err
-	}
-	rows, err = db.Query(ctx, visibleGoals+`
-		SELECT a.goal_id, a.id FROM agent a JOIN v ON v.id = a.goal_id
-		WHERE a.work_mode = 'monitor_only' ORDER BY a.goal_id, a.id LIMIT $3`, who.OpenID, who.Admin, limit)
-	if err != nil {
-		return Home{}, fmt.Errorf("read home watched: %w", mapErr(err))
-	}
-	if h.Watched, err = collect(rows, "read home watched", func(r pgx.Row) (HomeAgent, error) {
-		var a HomeAgent
-		err := r.Scan(&a.GoalID, &a.AgentID)
-		return a, err
-	}); err != nil {
-		return Home{}, err
-	}
-	rows, err = db.Query(ctx, visibleGoals+`
-		SELECT s.goal_id, s.agent_id, s.kind, s.spec, s.tz, s.next_fire_at FROM schedule s JOIN v ON v.id = s.goal_id
-		WHERE s.enabled AND NOT s.held AND s.next_fire_at IS NOT NULL AND v.status = 'active'
-		ORDER BY s.next_fire_at LIMIT $3`, who.OpenID, who.Admin, limit)
-	if err != nil {
-		return Home{}, fmt.Errorf("read home schedules: %w", mapErr(err))
-	}
-	if h.Scheduled, err = collect(rows, "read home schedules", func(r pgx.Row) (HomeSchedule, error) {
-		var s HomeSchedule
-		err := r.Scan(&s.GoalID, &s.AgentID, &s.Kind, &s.Spec, &s.TZ, &s.NextAt)
-		return s, err
-	}); err != nil {
-		return Home{}, err
-	}
-	rows, err = db.Query(ctx, visibleGoals+`
-		SELECT g.id, g.title, g.updated_at FROM goal g JOIN v ON v.id = g.id
-		WHERE v.status = 'stopped' ORDER BY g.updated_at DESC LIMIT $3`, who.OpenID, who.Admin, limit)
-	if err != nil {
-		return Home{}, fmt.Errorf("read home stopped: %w", mapErr(err))
-	}
-	if h.Stopped, err = collect(rows, "read home stopped", func(r pgx.Row) (HomeGoal, error) {
-		var g HomeGoal
-		err := r.Scan(&g.ID, &g.Title, &g.UpdatedAt)
-		return g, err
-	}); err != nil {
-		return Home{}, err
+	if len(ids) > 0 {
+		rows, err := db.Query(ctx, `SELECT `+proposalCols+` FROM proposal WHERE id = ANY($1) ORDER BY id`, ids)
+		if err != nil {
+			return Home{}, fmt.Errorf("read home proposals: %w", mapErr(err))
+		}
+		if h.Proposals, err = collect(rows, "read home proposals", scanProposal); err != nil {
+			return Home{}, err
+		}
 	}
 	return h, nil
 }
