@@ -58,7 +58,9 @@ func TestBudgetPreviewCardInSandbox(t *testing.T) {
 
 	_, err = ctl.Post(ctx, sandbox.PostRequest{ChatID: room, OpenID: "ou_owner", Text: "/budget #g 50", MentionBot: true})
 	require.NoError(t, err)
-	card := next("a preview card", func(m sandbox.MessageView) bool { return m.Card != nil && strings.Contains(m.Card.Title, "Change preview") })
+	card := next("a preview card", func(m sandbox.MessageView) bool {
+		return m.Card != nil && strings.Contains(m.Card.Title, "Change preview")
+	})
 	require.Equal(t, "Change preview · p1 · #g", card.Card.Title)
 	lines := ""
 	for _, l := range card.Card.Lines {
