@@ -29,7 +29,8 @@ func webURL(cfg Config) string {
 }
 
 // signInLinks issues the workspace's one-time sign-in links for the chat router (/web and
-// the gate card's button); nil when the workspace is off.
+// the gate card's button); nil when the workspace is off. The bot is wired before the
+// workspace, so this does not need the workspace's server.
 func signInLinks(d *deps) func(ctx context.Context, db store.DB, openID string) (string, error) {
 	if !d.cfg.Web.Enabled {
 		return nil
@@ -40,7 +41,7 @@ func signInLinks(d *deps) func(ctx context.Context, db store.DB, openID string) 
 		if err != nil {
 			return "", err
 		}
-		return base + "/web/signin?t=" + token, nil
+		return web.SignInURL(base, token), nil
 	}
 }
 

@@ -227,6 +227,14 @@ func TestWorkspaceInChromium(t *testing.T) {
 	require.Equal(t, float64(50), g["allowed_slots"])
 	require.Equal(t, float64(48), g["window_hours"])
 
+	// On a phone: one column, nothing wider than the screen.
+	browse(t, owner, "a phone-sized screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)),
+		chromedp.Navigate(s.url+"/web/goals/docs"), chromedp.WaitVisible(chromedp.CSS(`#h-gates`)))
+	overflow := value(t, owner, "measure the width", chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`))
+	require.LessOrEqual(t, overflow, 0, "the goal page fits a phone's width")
+	screenshot(t, owner, shots, "goal-phone")
+	browse(t, owner, "back to a desktop screen", chromedp.EmulateViewport(1200, 900))
+
 	// A member sees the goal, without protected controls.
 	member := newBrowser(t, exe)
 	signIn(member, "ou_member")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"loopx/store"
 )
@@ -16,7 +17,12 @@ func (s *Server) SignInLink(ctx context.Context, db store.DB, openID string) (st
 	if err != nil {
 		return "", err
 	}
-	return s.opts.BaseURL + "/web/signin?t=" + url.QueryEscape(token), nil
+	return SignInURL(s.opts.BaseURL, token), nil
+}
+
+// SignInURL is the address of a sign-in link: the workspace at base, the token to spend.
+func SignInURL(base, token string) string {
+	return strings.TrimRight(base, "/") + "/web/signin?t=" + url.QueryEscape(token)
 }
 
 // signInPage shows the link's page: a button spends the token, so a link preview that
