@@ -78,7 +78,7 @@ func TestStaleProposalCardOffersAFreshOne(t *testing.T) {
 	require.Equal(t, "warning", res.ToastKind)
 	require.Contains(t, res.Toast, "nothing was applied")
 	require.Contains(t, string(res.Card), "Change went stale · p1")
-	require.Contains(t, string(res.Card), "A fresh preview follows: p2")
+	require.Contains(t, string(res.Card), "The same change computed anew is p2.")
 	require.Equal(t, store.GoalActive, e.goal("docs").Status)
 	rows := e.outbox()
 	var fresh string

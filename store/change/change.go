@@ -409,9 +409,11 @@ func receiptAudit(r Result) store.Audit {
 		"proposal_id": p.ID, "kind": p.Kind, "state": p.State, "proposed_by": p.ProposedBy,
 		"decided_by": p.DecidedBy, "goal_version": p.GoalVersion,
 	}
+	// The diff is in every receipt; "applied" says whether it took effect.
+	d["diff"] = p.Diff
+	d["applied"] = p.State == store.ProposalApplied
 	if p.State == store.ProposalApplied {
 		d["confirmed_by"] = p.DecidedBy
-		d["diff"] = p.Diff
 		d["applied_version"] = p.AppliedVersion
 	}
 	if p.Reason != "" {

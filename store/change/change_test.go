@@ -234,7 +234,16 @@ func TestExpiredOrCancelledCannotApply(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 12, g.AllowedSlots)
 	require.Equal(t, int64(1), g.Version)
-	require.Len(t, receipts(t, b.st, "proposal.cancel"), 1)
+	cancelled := receipts(t, b.st, "proposal.cancel")
+	require.Len(t, cancelled, 1)
+	expired := receipts(t, b.st, "proposal.confirm")
+	require.Len(t, expired, 1, "the expired confirmation's receipt")
+	for _, rc := range append(cancelled, expired...) {
+		var d map[string]any
+		require.NoError(t, json.Unmarshal(rc.Detail, &d))
+		require.NotEmpty(t, d["diff"], "every receipt carries the diff")
+		require.Equal(t, false, d["applied"])
+	}
 }
 
 func TestMemberCannotConfirmOwnerChange(t *testing.T) {
