@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"loopx/router"
@@ -53,6 +54,7 @@ type report struct {
 	At      string   `json:"at"`
 	Goals   int      `json:"goals"`
 	CPU     int      `json:"cpus"`
+	Load    string   `json:"load_average_before"` // /proc/loadavg: the machine is shared, and the times follow its load
 	Samples []sample `json:"samples"`
 	Note    string   `json:"note"`
 }
@@ -102,7 +104,8 @@ func run(ctx context.Context, goals, n int, out string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	rep := report{At: time.Now().UTC().Format(time.RFC3339), Goals: goals, CPU: runtime.NumCPU(),
+	load, _ := os.ReadFile("/proc/loadavg")
+	rep := report{At: time.Now().UTC().Format(time.RFC3339), Goals: goals, CPU: runtime.NumCPU(), Load: strings.TrimSpace(string(load)),
 		Note: "server time of the real handler in process (no network), on a real PostgreSQL; the goal page is g00001, on which the owner is an owner"}
 	people := []struct {
 		name string
