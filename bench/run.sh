@@ -3,8 +3,9 @@
 # `loopx serve`. Needs TEST_DATABASE_URL (scripts/with-postgres.sh sets it) and bin/loopx
 # (built here when missing; `make bench` rebuilds it first).
 # Results in bench/results/: go-bench.json, should-run-process.json, scheduler.json,
-# bot-ingest-inprocess.txt, bot-ingest.txt (through a real loopx serve) and
-# bot-ingest-intake-only.txt (the intake with no database work).
+# bot-ingest-inprocess.txt, bot-ingest.txt (through a real loopx serve),
+# bot-ingest-intake-only.txt (the intake with no database work) and workspace.json (the web
+# workspace's first pages at 10,000 goals).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
@@ -44,3 +45,7 @@ cat bench/results/bot-ingest.txt >&2
 echo "== bot: the intake alone (verification, decryption, parsing; no database): the ceiling the ingest ratio is measured under" >&2
 LOOPX_BENCH=1 LOOPX_BENCH_HANDLER=noop LOOPX_BENCH_OUT="$PWD/bench/results/bot-ingest-intake-only.txt" go test -count=1 -run '^TestIngestBenchmark$' -timeout 600s ./bot/ >&2
 cat bench/results/bot-ingest-intake-only.txt >&2
+
+echo "== workspace: server time of the first pages (what needs you, a goal page) at 10,000 goals, for an admin, an owner and a person on no goal" >&2
+go run ./bench/workspace -goals "${BENCH_WORKSPACE_GOALS:-10000}" -out bench/results/workspace.json
+cat bench/results/workspace.json >&2

@@ -60,8 +60,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 			return ok
 		}},
-		{"pause", owners, func(*testBundle) string { return "/pause #docs" }, func(e *testBundle, _ string) bool {
-			ok := e.goal("docs").Status == store.GoalStopped
+		{"pause", owners, func(*testBundle) string { return "/pause #docs" }, func(e *testBundle, reply string) bool {
+			ok := confirmCard(e, reply) && e.goal("docs").Status == store.GoalStopped
 			if ok {
 				_, err := e.st.ResumeGoal(e.t.Context(), store.GoalRef{GoalID: "docs", Meta: setupMeta})
 				require.NoError(e.t, err)
@@ -72,15 +72,18 @@ func TestAuthorizationMatrix(t *testing.T) {
 			_, err := e.st.StopGoal(e.t.Context(), store.GoalRef{GoalID: "docs", Meta: setupMeta})
 			require.NoError(e.t, err)
 			return "/resume"
-		}, func(e *testBundle, _ string) bool {
-			ok := e.goal("docs").Status == store.GoalActive
+		}, func(e *testBundle, reply string) bool {
+			ok := confirmCard(e, reply) && e.goal("docs").Status == store.GoalActive
 			if !ok {
 				_, err := e.st.ResumeGoal(e.t.Context(), store.GoalRef{GoalID: "docs", Meta: setupMeta})
 				require.NoError(e.t, err)
 			}
 			return ok
 		}},
-		{"budget", owners, func(*testBundle) string { return "/budget #docs 7 12" }, func(e *testBundle, _ string) bool {
+		{"budget", owners, func(*testBundle) string { return "/budget #docs 7 12" }, func(e *testBundle, reply string) bool {
+			if !confirmCard(e, reply) {
+				return false
+			}
 			g := e.goal("docs")
 			return g.AllowedSlots == 7 && g.WindowHours == 12
 		}},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"loopx/store"
+	"loopx/store/change"
 )
 
 // command runs one parsed command: resolve its goal, check the sender's role, act, answer.
@@ -25,6 +26,8 @@ func (h *handling) command(ctx context.Context, cmd command, p Parsed) error {
 		return h.answerGate(ctx, cmd, p)
 	case "unbind":
 		return h.unbind(ctx, cmd, p)
+	case "web":
+		return h.signInLink(ctx)
 	}
 	tg, err := h.resolve(ctx, p.Addr, false)
 	if err != nil || tg == nil {
@@ -50,6 +53,8 @@ func (h *handling) command(ctx context.Context, cmd command, p Parsed) error {
 		return h.budget(ctx, tg, p)
 	case "todo":
 		return h.todo(ctx, tg, p)
+	case "schedule", "owners", "members", "stall":
+		return h.changeGoal(ctx, cmd, tg, p)
 	}
 	return fmt.Errorf("command /%s has no handler", cmd.name)
 }
@@ -235,34 +240,65 @@ func (h *handling) unbind(ctx context.Context, cmd command, p Parsed) error {
 	return h.reply(ctx, "unbound", map[string]any{"Goals": goals, "Thread": thread}, nil)
 }
 
+// pauseResume proposes to pause or resume the goal: a preview card, applied on Confirm.
 func (h *handling) pauseResume(ctx context.Context, cmd command, tg *target) error {
-	ref := store.GoalRef{GoalID: tg.goal.ID, Meta: h.meta()}
-	var err error
-	if cmd.name == "pause" {
-		_, err = h.st.StopGoal(ctx, ref)
-	} else {
-		_, err = h.st.ResumeGoal(ctx, ref)
-	}
-	if err != nil {
-		return h.kernelError(ctx, err, tg)
-	}
-	name := "paused"
+	kind := store.ProposalGoalPause
 	if cmd.name == "resume" {
-		name = "resumed"
+		kind = store.ProposalGoalResume
 	}
-	return h.reply(ctx, name, map[string]any{"GoalID": tg.goal.ID}, tg)
+	return h.propose(ctx, tg, change.Request{GoalID: tg.goal.ID, Kind: kind})
 }
 
+// budget proposes a new budget (and window): a preview card, applied on Confirm.
 func (h *handling) budget(ctx context.Context, tg *target, p Parsed) error {
-	up := store.UpdateGoalParams{GoalID: tg.goal.ID, AllowedSlots: &p.Slots, Meta: h.meta()}
+	c := change.GoalChange{AllowedSlots: &p.Slots}
 	if p.Window > 0 {
-		up.WindowHours = &p.Window
+		c.WindowHours = &p.Window
 	}
-	g, err := h.st.UpdateGoal(ctx, up)
-	if err != nil {
-		return h.kernelError(ctx, err, tg)
+	return h.propose(ctx, tg, change.Request{GoalID: tg.goal.ID, Kind: store.ProposalGoalSet, Goal: c})
+}
+
+// changeGoal proposes /schedule, /owners, /members and /stall changes.
+func (h *handling) changeGoal(ctx context.Context, cmd command, tg *target, p Parsed) error {
+	var c change.GoalChange
+	switch cmd.name {
+	case "schedule":
+		spec := p.Spec
+		if p.Which == "heartbeat" {
+			c.HeartbeatSpec = &spec
+			if p.Zone != "" {
+				c.HeartbeatTZ = &p.Zone
+			}
+		} else {
+			c.ReportSpec = &spec
+			if p.Zone != "" {
+				c.ReportTZ = &p.Zone
+			}
+		}
+	case "owners", "members":
+		ids, bad := h.people(p.People)
+		if bad != "" {
+			return h.reply(ctx, "usage", map[string]any{
+				"Problem": fmt.Sprintf("%q is not a person: @-mention them or give their open_id (ou_…)", clip(bad, 40)),
+				"Usage":   cmd.usage,
+			}, tg)
+		}
+		add, remove, set := &c.AddOwners, &c.RemoveOwners, &c.Owners
+		if cmd.name == "members" {
+			add, remove, set = &c.AddMembers, &c.RemoveMembers, &c.Members
+		}
+		switch p.Op {
+		case "add":
+			*add = ids
+		case "remove":
+			*remove = ids
+		default:
+			*set = &ids
+		}
+	case "stall":
+		c.StallTurns = &p.Stall
 	}
-	return h.reply(ctx, "budget", map[string]any{"GoalID": g.ID, "AllowedSlots": g.AllowedSlots, "WindowHours": g.WindowHours}, tg)
+	return h.propose(ctx, tg, change.Request{GoalID: tg.goal.ID, Kind: store.ProposalGoalSet, Goal: c})
 }
 
 func (h *handling) todo(ctx context.Context, tg *target, p Parsed) error {

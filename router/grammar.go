@@ -40,6 +40,12 @@ type Parsed struct {
 	Window  int      // budget window in hours; 0 = unchanged
 	Count   int      // runs: how many turns to list; 0 = the default
 	Lang    string   // lang
+	Which   string   // schedule: heartbeat | report
+	Spec    string   // schedule: the cron spec; "" = off
+	Zone    string   // schedule: the IANA zone; "" = unchanged
+	Op      string   // owners, members: add | remove | set
+	People  []string // owners, members: @-mentions or open_ids, as typed
+	Stall   int      // stall: turns without progress; 0 = off
 }
 
 // ParseError is a text that means nothing: Problem says why, Usage shows the right form.
@@ -69,14 +75,17 @@ const (
 type argKind int
 
 const (
-	argsNone    argKind = iota
-	argsGoalOpt         // [#goal]
-	argsGoalReq         // #goal[/agent] (bind)
-	argsBudget          // [#goal] <slots> [<window-hours>]
-	argsTodo            // [#goal] <text>
-	argsGate            // <gate> [comment]
-	argsLang            // en|zh
-	argsRuns            // [#goal] [n]
+	argsNone     argKind = iota
+	argsGoalOpt          // [#goal]
+	argsGoalReq          // #goal[/agent] (bind)
+	argsBudget           // [#goal] <slots> [<window-hours>]
+	argsTodo             // [#goal] <text>
+	argsGate             // <gate> [comment]
+	argsLang             // en|zh
+	argsRuns             // [#goal] [n]
+	argsSchedule         // [#goal] heartbeat|report <spec>|off [zone]
+	argsPeople           // [#goal] add|remove|set <people>
+	argsStall            // [#goal] <turns>|off
 )
 
 // command is one row of the table that routes commands and generates /help.
@@ -108,6 +117,11 @@ func commandTable() []command {
 		{"approve", "/approve <gate> [comment]", map[string]string{"en": "approve an owner gate, e.g. /approve g12", "zh": "批准待决事项，例如 /approve g12"}, needOwner, argsGate, "chat.approve"},
 		{"reject", "/reject <gate> [comment]", map[string]string{"en": "reject an owner gate", "zh": "拒绝待决事项"}, needOwner, argsGate, "chat.reject"},
 		{"lang", "/lang en|zh", map[string]string{"en": "answer in English or Chinese in this chat", "zh": "设置本群的回复语言"}, needChat, argsLang, "chat.lang"},
+		{"schedule", "/schedule #goal heartbeat|report <cron>|off [zone]", map[string]string{"en": "change when heartbeats or reports run (preview first)", "zh": "修改心跳或报告的时间（先预览）"}, needOwner, argsSchedule, "chat.schedule"},
+		{"owners", "/owners #goal add|remove|set @person…", map[string]string{"en": "change who owns a goal (preview first)", "zh": "修改目标负责人（先预览）"}, needOwner, argsPeople, "chat.owners"},
+		{"members", "/members #goal add|remove|set @person…", map[string]string{"en": "change a goal's members (preview first)", "zh": "修改目标成员（先预览）"}, needOwner, argsPeople, "chat.members"},
+		{"stall", "/stall #goal <turns>|off", map[string]string{"en": "turns without progress before the owners are asked (preview first)", "zh": "连续多少轮无进展时询问负责人（先预览）"}, needOwner, argsStall, "chat.stall"},
+		{"web", "/web", map[string]string{"en": "a sign-in link to the web workspace (direct chat)", "zh": "获取网页工作台的登录链接（私聊）"}, needAnyone, argsNone, "chat.web"},
 	}
 }
 
@@ -299,6 +313,39 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 			return bad("the number of turns must be a whole number from 1 to %d, got %q", maxRuns, clip(rest, 20))
 		}
 		p.Count = n
+	case argsSchedule:
+		f := strings.Fields(rest)
+		if len(f) < 2 || (f[0] != "heartbeat" && f[0] != "report") {
+			return bad("/schedule needs heartbeat or report, then a cron spec (or off), then optionally a time zone")
+		}
+		p.Which, f = f[0], f[1:]
+		if last := f[len(f)-1]; len(f) > 1 && isZone(last) {
+			p.Zone, f = last, f[:len(f)-1]
+		} else if len(f) == 1 && isZone(last) && f[0] != "off" {
+			return bad("name the cron spec before the time zone, e.g. /schedule #g heartbeat 30 9 * * 1-5 %s", last)
+		}
+		if len(f) == 1 && strings.EqualFold(f[0], "off") {
+			p.Spec = ""
+		} else {
+			p.Spec = strings.Join(f, " ")
+		}
+	case argsPeople:
+		f := strings.Fields(rest)
+		if len(f) < 2 || (f[0] != "add" && f[0] != "remove" && f[0] != "set") {
+			return bad("/%s needs add, remove or set, then the people (@-mention them)", cmd.name)
+		}
+		p.Op, p.People = f[0], f[1:]
+	case argsStall:
+		v := strings.ToLower(strings.TrimSpace(rest))
+		if v == "off" || v == "0" {
+			p.Stall = 0
+			break
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return bad("turns must be a whole number from 1 to 100, or off, got %q", clip(rest, 20))
+		}
+		p.Stall = n
 	case argsLang:
 		l := strings.ToLower(strings.TrimSpace(rest))
 		if l != "en" && l != "zh" {
@@ -356,4 +403,12 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n]) + "…"
+}
+
+// isZone tells a time zone token (UTC, Asia/Shanghai) from a cron field (*/5, MON-FRI).
+func isZone(tok string) bool {
+	if tok == "UTC" || tok == "GMT" {
+		return true
+	}
+	return strings.Contains(tok, "/") && tok[0] >= 'A' && tok[0] <= 'Z'
 }

@@ -186,7 +186,7 @@ func (e *testBundle) askGate(question string, todo int64) store.Gate {
 }
 
 // buttonValue finds the callback value of the button for option in a card's JSON.
-func buttonValue(t *testing.T, card, option string) map[string]any {
+func buttonValue(t testing.TB, card, option string) map[string]any {
 	t.Helper()
 	var found map[string]any
 	var walk func(v any)
@@ -194,7 +194,7 @@ func buttonValue(t *testing.T, card, option string) map[string]any {
 		switch x := v.(type) {
 		case map[string]any:
 			if x["type"] == "callback" {
-				if val, ok := x["value"].(map[string]any); ok && val["option"] == option {
+				if val, ok := x["value"].(map[string]any); ok && (val["option"] == option || val["action"] == option) {
 					found = val
 				}
 			}
@@ -236,4 +236,20 @@ func (e *testBundle) drainAll(tb testing.TB) {
 		_, err = e.ib.Ack(tb.Context(), inboxAgent("docs", "codex"), ids, "")
 		require.NoError(tb, err)
 	}
+}
+
+// confirmCard clicks Confirm on the proposal card reply as the goal's owner and reports
+// whether the change was applied; a reply that is no proposal card (a refusal) is false.
+func confirmCard(e *testBundle, reply string) bool {
+	e.t.Helper()
+	if !strings.Contains(reply, `"action":"confirm"`) {
+		return false
+	}
+	res, err := e.chat.HandleCardAction(e.t.Context(), router.CardAction{
+		EventID: fmt.Sprintf("cb_confirm_%d", time.Now().UnixNano()), OperatorID: owner, ChatID: room,
+		MessageID: "om_proposal", Value: buttonValue(e.t, reply, "confirm"),
+	})
+	require.NoError(e.t, err)
+	e.outbox() // the card updates
+	return res.ToastKind == "success"
 }

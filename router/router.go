@@ -14,6 +14,7 @@ import (
 
 	"loopx/inbox"
 	"loopx/store"
+	"loopx/store/change"
 	"loopx/templates"
 )
 
@@ -67,6 +68,12 @@ type Options struct {
 	// eventType is Lark's ("im.message.receive_v1", "card.action.trigger"); ctx is the
 	// call's. The entry points still return nil for a duplicate; this is for metrics.
 	OnDuplicate func(ctx context.Context, eventType string)
+	// Changes is the change kernel protected commands propose through (/budget, /pause, ...).
+	// Nil: one over the same store and templates, updating proposal cards in chat.
+	Changes *change.Kernel
+	// SignInLink issues a one-time workspace sign-in link for a person, inside the chat
+	// transaction (db). Nil: /web says the workspace is not served.
+	SignInLink func(ctx context.Context, db store.DB, openID string) (string, error)
 }
 
 // Chat turns chat messages and card clicks into authorized operations. It is safe for
@@ -80,6 +87,9 @@ type Chat struct {
 	admins map[string]bool
 	log    *slog.Logger
 	fast   *fastBatcher
+	// changes proposes and confirms protected changes; proposals renders their cards.
+	changes   *change.Kernel
+	proposals ProposalCards
 }
 
 // New checks opts and returns a Chat.
@@ -122,8 +132,16 @@ func New(st *store.Store, opts Options) (*Chat, error) {
 	}
 	fast := &fastBatcher{st: st, log: opts.Logger.WarnContext, opts: store.FastOptions{
 		EventType: eventMessage, MaxPending: ib.Options().MaxPending, Receipt: ReceiptEmoji}}
+	proposals := NewProposalCards(tpl, opts.DefaultLang)
+	changes := opts.Changes
+	if changes == nil {
+		var err error
+		if changes, err = change.New(st, change.Options{Templates: tpl, Cards: proposals.Update}); err != nil {
+			return nil, err
+		}
+	}
 	return &Chat{st: st, ib: ib, tpl: tpl, cards: NewGateCards(tpl, opts.DefaultLang), opts: opts,
-		admins: admins, log: opts.Logger, fast: fast}, nil
+		admins: admins, log: opts.Logger, fast: fast, changes: changes, proposals: proposals}, nil
 }
 
 // handling is the state of handling one message inside its transaction.
@@ -437,6 +455,12 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 }
 
 func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang string) (CardResult, error) {
+	if pc, ok := parseProposalClick(a.Value); ok {
+		return c.clickProposal(ctx, tx, a, pc, lang)
+	}
+	if a.Value["kind"] == "web" {
+		return c.clickSignIn(ctx, tx, a, lang)
+	}
 	click, ok := parseGateClick(a.Value)
 	if !ok {
 		if err := auditRow(ctx, tx, a.OperatorID, "card", "card.click", "", "message:"+a.MessageID, false, map[string]any{"reason": "unknown button value"}); err != nil {

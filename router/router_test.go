@@ -246,8 +246,12 @@ func TestDuplicateEventHasOneEffect(t *testing.T) {
 
 	p := e.say(owner, "/pause #docs")
 	require.NoError(t, e.chat.HandleMessage(t.Context(), p))
+	require.Equal(t, store.GoalActive, e.goal("docs").Status, "a protected command only proposes")
+	preview := e.outbox()
+	require.Len(t, preview, 1, "one reply: the preview card")
+	require.Len(t, seen(), 3)
+	require.True(t, confirmCard(e, preview[0].Content))
 	require.Equal(t, store.GoalStopped, e.goal("docs").Status)
-	require.Len(t, e.outbox(), 1, "one reply")
 	require.Len(t, seen(), 3)
 
 	// A card click delivered twice: the second is "already handled" and reported as such.

@@ -252,8 +252,13 @@ func TestStatusSaysWhatIsTrue(t *testing.T) {
 	require.Contains(t, got, "Agent codex (default): throttled until "+until+" (Asia/Shanghai)")
 
 	// Paused: /pause and /status say the same word.
-	paused := e.oneReply(e.say(owner, "/pause #docs")).Content
-	require.Contains(t, paused, "paused")
+	e.say(owner, "/pause #docs")
+	rows := e.outbox()
+	require.Len(t, rows, 1)
+	require.Equal(t, "card", rows[0].Kind, "a pause is previewed")
+	preview := rows[0].Content
+	require.Contains(t, preview, "paused")
+	require.True(t, confirmCard(e, preview), "the owner confirms the pause")
 	got = e.oneReply(e.say(member, "/status")).Content
 	require.Contains(t, got, "Status: paused")
 	require.NotContains(t, got, "stopped")

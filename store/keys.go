@@ -95,3 +95,18 @@ func InboxReplyKey(itemID int64, replyKey string) string {
 func SteerExpiredKey(itemID int64) string {
 	return "inbox-steer-expired:" + strconv.FormatInt(itemID, 10)
 }
+
+// ProposalCardKey is the outbox key of a proposal's preview card posted to one chat or
+// person.
+func ProposalCardKey(proposalID int64, receiveID string) string {
+	return "proposal:" + strconv.FormatInt(proposalID, 10) + ":card:" + receiveID
+}
+
+// ProposalUpdateKey is the outbox key of the update of one proposal card to a state.
+func ProposalUpdateKey(proposalID int64, state string, cardOutboxID int64) string {
+	return "proposal:" + strconv.FormatInt(proposalID, 10) + ":update:" + state + ":" +
+		strconv.FormatInt(cardOutboxID, 10)
+}
+
+// SignInLinkKey is the outbox key of the sign-in link sent for one chat event.
+func SignInLinkKey(eventID string) string { return "evt:" + eventID + ":signin" }

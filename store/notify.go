@@ -23,7 +23,7 @@ const (
 // state leaks to other users of the pool. Behind a pooler in transaction mode (Options.
 // TransactionPooling) it polls: wake is called every 200 ms (outbox) or 1 s (schedules).
 func (s *Store) Listen(ctx context.Context, channel string, wake func()) error {
-	if channel != OutboxNotifyChannel && channel != ScheduleChannel {
+	if channel != OutboxNotifyChannel && channel != ScheduleChannel && channel != WorkspaceChannel {
 		return Errorf(ErrInvalid, "channel", "%q is not a LoopX notification channel", channel)
 	}
 	if s.txPooling {

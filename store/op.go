@@ -17,7 +17,7 @@ import (
 type Meta struct {
 	// Actor is an open_id, "agent:<goal>/<agent>", "admin" or "system".
 	Actor string
-	// Surface is one of "api", "chat", "card", "scheduler", "system".
+	// Surface is one of "api", "chat", "card", "scheduler", "system", "web".
 	Surface string
 	// IdempotencyKey, when set, makes the operation replayable: the same key with the same
 	// request returns the stored result and writes nothing; with another request it is
@@ -26,7 +26,7 @@ type Meta struct {
 }
 
 // Surfaces an operation can come from (the audit table's check constraint).
-var surfaces = map[string]bool{"api": true, "chat": true, "card": true, "scheduler": true, "system": true}
+var surfaces = map[string]bool{"api": true, "chat": true, "card": true, "scheduler": true, "system": true, "web": true}
 
 // refusal is an error whose audit row must survive the rollback of the operation that was
 // refused: run commits it in a transaction of its own.
@@ -257,7 +257,7 @@ func validMeta(m Meta) error {
 		return Errorf(ErrInvalid, "actor", "at most 200 characters")
 	}
 	if !surfaces[m.Surface] {
-		return Errorf(ErrInvalid, "surface", "must be one of api, chat, card, scheduler, system (got %q)", m.Surface)
+		return Errorf(ErrInvalid, "surface", "must be one of api, chat, card, scheduler, system, web (got %q)", m.Surface)
 	}
 	if len(m.IdempotencyKey) > 200 {
 		return Errorf(ErrInvalid, "idempotency_key", "at most 200 characters")

@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 )
 
-//go:embed en/*.tmpl zh/*.tmpl
+//go:embed en/*.tmpl zh/*.tmpl web/*.html web/*.json
 var files embed.FS
 
 // Languages lists the supported languages; the first is the fallback.

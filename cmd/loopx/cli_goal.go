@@ -143,14 +143,23 @@ func (a *app) goalCommand() *cobra.Command {
 	}
 	goalFlag(show)
 
+	var preview bool
+	previewFlag := func(c *cobra.Command) {
+		c.Flags().BoolVar(&preview, "preview", false, "only preview the change: print the proposal (diff and effects) to confirm with `loopx proposal confirm`")
+	}
 	lifecycle := func(verb, short, example string) *cobra.Command {
 		c := &cobra.Command{
 			Use: verb, Short: short, Example: example, Args: cobra.NoArgs,
 			RunE: func(c *cobra.Command, _ []string) error {
+				if preview {
+					kind := map[string]string{"stop": "goal.pause", "resume": "goal.resume"}[verb]
+					return a.previewChange(c, goal, api.ProposalBody{Kind: kind})
+				}
 				return a.call(c, http.MethodPost, goalPath(goal, verb), nil, struct{}{}, nil)
 			},
 		}
 		goalFlag(c)
+		previewFlag(c)
 		return c
 	}
 
@@ -161,12 +170,17 @@ func (a *app) goalCommand() *cobra.Command {
 		Short: "Change a goal's settings (compare-and-set on its version)",
 		Long: `Change the given settings of a goal. --version is the version you read (goal show);
 if the goal changed since, the server answers conflict (exit 1). Without --version the
-current version is read first.`,
+current version is read first. With --preview nothing changes: the server answers a
+proposal (the diff and its effects) that ` + "`loopx proposal confirm`" + ` applies.`,
 		Example: `  loopx goal set --goal-id demo --allowed-slots 6 --window-hours 12
-  loopx goal set --goal-id demo --version 3 --owner ou_123,ou_456`,
+  loopx goal set --goal-id demo --version 3 --owner ou_123,ou_456
+  loopx goal set --goal-id demo --allowed-slots 50 --preview   # then: loopx proposal confirm p12`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			b := sf.body(c.Flags())
+			if preview {
+				return a.previewChange(c, goal, proposalBody(b))
+			}
 			b.Version = version
 			if b.Version == 0 {
 				v, err := a.currentVersion(c, goalPath(goal))
@@ -181,6 +195,7 @@ current version is read first.`,
 	goalFlag(set)
 	sf.register(set.Flags())
 	set.Flags().Int64Var(&version, "version", 0, "the goal version you read (default: read it now)")
+	previewFlag(set)
 
 	cmd.AddCommand(create, list, show,
 		lifecycle("stop", "Stop a goal: should-run answers paused until resume", "  loopx goal stop --goal-id demo"),

@@ -124,6 +124,14 @@ type Config struct {
 	// PgBouncer says whether DATABASE_URL goes through a pooler in transaction mode
 	// (LOOPX_PGBOUNCER: auto, the default, detects it; transaction; off).
 	PgBouncer string
+	// Web is the workspace served on the listener under /web/.
+	Web WebConfig
+}
+
+// WebConfig is what the workspace wiring reads.
+type WebConfig struct {
+	Enabled bool   // LOOPX_WEB (default on)
+	URL     string // LOOPX_WEB_URL: the address people open, for sign-in links; "" = http://LOOPX_LISTEN
 }
 
 // loadConfig reads and validates the environment.
@@ -294,6 +302,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	cfg.PgBouncer = cmp.Or(strings.ToLower(strings.TrimSpace(getenv("LOOPX_PGBOUNCER"))), store.PoolerAuto)
 	if cfg.PgBouncer != store.PoolerAuto && cfg.PgBouncer != store.PoolerTransaction && cfg.PgBouncer != store.PoolerOff {
 		bad("LOOPX_PGBOUNCER", "%q is not auto, transaction or off", cfg.PgBouncer)
+	}
+	cfg.Web = WebConfig{Enabled: flag("LOOPX_WEB", true), URL: strings.TrimRight(getenv("LOOPX_WEB_URL"), "/")}
+	if v := cfg.Web.URL; v != "" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Path != "" {
+			bad("LOOPX_WEB_URL", "%q is not an http(s) address such as https://loopx.example.com (no path)", v)
+		}
 	}
 	if cfg.Replica == "" {
 		host, _ := os.Hostname()

@@ -25,6 +25,7 @@ import (
 	"loopx/scheduler"
 	"loopx/scheduler/quota"
 	"loopx/store"
+	"loopx/store/change"
 	"loopx/store/devpg"
 	"loopx/templates"
 )
@@ -60,6 +61,8 @@ type deps struct {
 	inbox     *inbox.Inbox
 	gateCards router.GateCards
 	digests   *scheduler.Digests
+	// changes is the change kernel (proposals) chat, the API and the workspace share.
+	changes *change.Kernel
 	// ready holds the readiness checks areas add (the Lark link); /readyz reports them all.
 	// Filled while wiring, read only after the listener starts.
 	ready []readyCheck
@@ -83,6 +86,7 @@ func wirings() []wireFunc {
 		wireInbox,
 		wireMaintenance,
 		wireMCP,
+		wireWeb,
 	}
 }
 
@@ -105,8 +109,8 @@ with the variable named. On/off settings take 1, true, yes, on or 0, false, no, 
 Environment: LOOPX_LISTEN, DATABASE_URL, LOOPX_HOME, LOOPX_ADMIN_TOKEN, LOOPX_ADMINS,
 LOG_FORMAT (text|json), LOG_LEVEL (debug|info|warn|error), LOOPX_LANG (en|zh),
 LOOPX_RECEIPT (reaction|reply), LOOPX_INBOX_ACK_TIMEOUT, LOOPX_INBOX_MAX_PENDING,
-LOOPX_BOT, LOOPX_SCHEDULER, LOOPX_DEMO, LOOPX_EXEC_SHELL (on/off), LOOPX_JITTER_MAX,
-LOOPX_AGENT_URL, LOOPX_REPLICA, LOOPX_RETAIN_DECISIONS, LOOPX_RETAIN_LARK_EVENTS,
+LOOPX_BOT, LOOPX_SCHEDULER, LOOPX_DEMO, LOOPX_WEB, LOOPX_WEB_URL, LOOPX_EXEC_SHELL (on/off),
+LOOPX_JITTER_MAX, LOOPX_AGENT_URL, LOOPX_REPLICA, LOOPX_RETAIN_DECISIONS, LOOPX_RETAIN_LARK_EVENTS,
 LOOPX_RETAIN_RECEIPTS, LOOPX_RETAIN_OUTBOX, LOOPX_RETAIN_INBOX, LOOPX_RETAIN_AUDIT,
 LOOPX_RETAIN_RUNS, LOOPX_SANDBOX_ADDR, LOOPX_SANDBOX_TOKEN, LOOPX_SANDBOX_STATE,
 LOOPX_SECRET_KEY, LOOPX_SECRET_KEY_PREVIOUS, LOOPX_PGBOUNCER (auto|transaction|off),
@@ -178,7 +182,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	apiServer, err := api.New(api.Options{
 		Store: st, Quota: d.quota, AdminToken: token, Logger: logger.With("component", "api"),
-		Registry: registry, Now: now, GateCards: d.gateCards, Inbox: d.inbox,
+		Registry: registry, Now: now, GateCards: d.gateCards, Inbox: d.inbox, Changes: d.changes,
 	})
 	if err != nil {
 		return err
@@ -237,6 +241,10 @@ func newDeps(cfg Config, logger *slog.Logger, st *store.Store, registry *prometh
 		return nil, fmt.Errorf("create digests: %w", err)
 	}
 	cards := router.NewGateCards(tpl, cfg.Lang)
+	changes, err := change.New(st, change.Options{Templates: tpl, Cards: router.NewProposalCards(tpl, cfg.Lang).Update})
+	if err != nil {
+		return nil, fmt.Errorf("create change kernel: %w", err)
+	}
 	schedNow, scale := now, 1.0
 	if c := cfg.Scheduler.TestClock; c.Scale > 0 {
 		logger.Warn("the scheduler runs on an accelerated test clock", "epoch", c.Epoch, "scale", c.Scale)
@@ -247,7 +255,7 @@ func newDeps(cfg Config, logger *slog.Logger, st *store.Store, registry *prometh
 	return &deps{
 		cfg: cfg, logger: logger, store: st, mux: http.NewServeMux(), registry: registry, now: now,
 		schedulerNow: schedNow, schedulerScale: scale,
-		templates: tpl, inbox: ib, gateCards: cards, digests: digests,
+		templates: tpl, inbox: ib, gateCards: cards, digests: digests, changes: changes,
 		// A stall gate opened by should-run is announced like any gate: a card in the goal's
 		// chats, rendered inside the should-run's transaction.
 		quota: quota.NewService(st, quota.Options{Now: now, GateNotice: cards.Ask}),

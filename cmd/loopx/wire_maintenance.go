@@ -36,6 +36,10 @@ func wireMaintenance(_ context.Context, d *deps) ([]component, error) {
 		if _, err := d.store.PruneSendRates(ctx); err != nil && ctx.Err() == nil {
 			logger.Warn("prune send rates", "err", err)
 		}
+		// Workspace sessions end at their expiry; sign-in links are kept a day for the audit.
+		if _, err := store.PruneWeb(ctx, d.store.DB(), d.now()); err != nil && ctx.Err() == nil {
+			logger.Warn("prune workspace sessions", "err", err)
+		}
 		if keep.Decisions <= 0 {
 			return
 		}

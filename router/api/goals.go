@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"loopx/store"
+	"loopx/store/change"
 )
 
 // GoalBody is the body of POST /v1/goals and PATCH /v1/goals/{goal}. On PATCH only the
@@ -106,29 +107,30 @@ func (s *Server) setGoal(ctx context.Context, r *request) (int, any, error) {
 	if b.Version <= 0 {
 		return 0, nil, invalid("version", "is required: send the version you read (loopx goal show), so a concurrent change is not overwritten")
 	}
-	g, err := s.st.UpdateGoal(ctx, store.UpdateGoalParams{
-		GoalID: r.PathValue("goal"), Version: b.Version,
-		Title: b.Title, Objective: b.Objective, Owners: b.Owners, Members: b.Members,
-		WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots,
-		HeartbeatSpec: b.HeartbeatSpec, HeartbeatTZ: b.HeartbeatTZ,
-		ReportSpec: b.ReportSpec, ReportTZ: b.ReportTZ, Lang: b.Lang, StallTurns: b.StallTurns,
-		Meta: r.meta(),
+	// A script holding the admin token applies directly, through the change kernel: the same
+	// proposal record, diff and receipt as a change confirmed in chat or the workspace.
+	return s.applyDirect(ctx, r, change.Request{
+		GoalID: r.PathValue("goal"), Version: b.Version, Kind: store.ProposalGoalSet,
+		Goal: change.GoalChange{
+			Title: b.Title, Objective: b.Objective, Owners: b.Owners, Members: b.Members,
+			WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots,
+			HeartbeatSpec: b.HeartbeatSpec, HeartbeatTZ: b.HeartbeatTZ,
+			ReportSpec: b.ReportSpec, ReportTZ: b.ReportTZ, Lang: b.Lang, StallTurns: b.StallTurns,
+		},
 	})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, g, nil
 }
 
 func (s *Server) stopGoal(ctx context.Context, r *request) (int, any, error) {
-	return s.lifecycle(ctx, r, "stop goal", s.st.StopGoal)
+	return s.lifecycle(ctx, r, "stop goal", store.ProposalGoalPause)
 }
 
 func (s *Server) resumeGoal(ctx context.Context, r *request) (int, any, error) {
-	return s.lifecycle(ctx, r, "resume goal", s.st.ResumeGoal)
+	return s.lifecycle(ctx, r, "resume goal", store.ProposalGoalResume)
 }
 
-func (s *Server) lifecycle(ctx context.Context, r *request, action string, op func(context.Context, store.GoalRef) (store.Goal, error)) (int, any, error) {
+// lifecycle stops or resumes a goal for the admin token, through the change kernel; stopping
+// a stopped goal (or resuming a running one) answers it unchanged.
+func (s *Server) lifecycle(ctx context.Context, r *request, action, kind string) (int, any, error) {
 	if err := s.requireAdmin(r, action); err != nil {
 		return 0, nil, err
 	}
@@ -136,11 +138,7 @@ func (s *Server) lifecycle(ctx context.Context, r *request, action string, op fu
 	if err := decode(r, &b); err != nil {
 		return 0, nil, err
 	}
-	g, err := op(ctx, store.GoalRef{GoalID: r.PathValue("goal"), Meta: r.meta()})
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, g, nil
+	return s.applyDirect(ctx, r, change.Request{GoalID: r.PathValue("goal"), Kind: kind})
 }
 
 func nonNil[T any](v []T) []T {

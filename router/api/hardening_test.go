@@ -318,7 +318,8 @@ func TestRefusalsAndChangesAreAudited(t *testing.T) {
 	// A token used outside its scope: 403, audited as forbidden.
 	require.Equal(t, 403, b.do(t, "POST", "/v1/goals/g/agents", tok, newKey(), map[string]any{"agent_id": "b"}).status)
 
-	// A change keeps each field's before and after.
+	// A change keeps each field's before and after: a PATCH goes through the change kernel,
+	// whose receipt carries the diff and whether it applied.
 	v := b.mustAdmin(t, "GET", "/v1/goals/g", nil, 200)["version"].(float64)
 	b.mustAdmin(t, "PATCH", "/v1/goals/g", map[string]any{"version": v, "title": "New title", "allowed_slots": 7}, 200)
 
@@ -344,18 +345,24 @@ func TestRefusalsAndChangesAreAudited(t *testing.T) {
 	require.Equal(t, "todo:"+id, conflicts[0].Target)
 	require.Len(t, list("outcome=forbidden&actor="+url.QueryEscape(actor)), 1)
 
-	upd := list("action=goal.update&since=" + url.QueryEscape(start.Format(time.RFC3339)))
+	upd := list("action=proposal.apply&since=" + url.QueryEscape(start.Format(time.RFC3339)))
 	require.Len(t, upd, 1)
 	require.Equal(t, "ok", upd[0].Outcome)
 	var d struct {
-		Changes map[string]store.Change `json:"changes"`
+		Applied bool                `json:"applied"`
+		Diff    []store.FieldChange `json:"diff"`
 	}
 	require.NoError(t, json.Unmarshal(upd[0].Detail, &d))
-	require.Equal(t, store.Change{Before: "T g", After: "New title"}, d.Changes["title"])
-	require.Equal(t, store.Change{Before: float64(24), After: float64(7)}, d.Changes["allowed_slots"])
-	require.NotContains(t, d.Changes, "version")
+	require.True(t, d.Applied)
+	fields := map[string]store.FieldChange{}
+	for _, c := range d.Diff {
+		fields[c.Field] = c
+	}
+	require.Equal(t, "New title", fields["title"].After)
+	require.Equal(t, "7", fields["allowed_slots"].After)
+	require.NotContains(t, fields, "version")
 
-	require.Empty(t, list("action=goal.update&until="+url.QueryEscape(start.Format(time.RFC3339))))
+	require.Empty(t, list("action=proposal.apply&until="+url.QueryEscape(start.Format(time.RFC3339))))
 	require.Equal(t, 400, b.do(t, "GET", "/v1/audit?since=yesterday", adminToken, "", nil).status)
 	require.Equal(t, 422, b.do(t, "GET", "/v1/audit?outcome=maybe", adminToken, "", nil).status)
 }

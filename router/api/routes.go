@@ -46,6 +46,13 @@ func (s *Server) routes() {
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/ack", s.inboxAck)
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/reply", s.inboxReply)
 
+	s.handle("POST /v1/goals/{goal}/proposals", s.createProposal)
+	s.handle("GET /v1/goals/{goal}/proposals", s.listProposals)
+	s.handle("GET /v1/goals/{goal}/proposals/{proposal}", s.showProposal)
+	s.handle("POST /v1/goals/{goal}/proposals/{proposal}/confirm", s.confirmProposal)
+	s.handle("POST /v1/goals/{goal}/proposals/{proposal}/cancel", s.cancelProposal)
+	s.handle("GET /v1/proposals/{proposal}", s.showProposal)
+
 	s.handle("GET /v1/audit", s.listAudit)
 	s.handle("GET /v1/diagnostics", s.diagnostics)
 	s.handle("GET /v1/whoami", s.whoami)

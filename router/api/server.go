@@ -23,6 +23,8 @@ import (
 	"loopx/router"
 	"loopx/scheduler/quota"
 	"loopx/store"
+	"loopx/store/change"
+	"loopx/templates"
 )
 
 // Options configures a Server.
@@ -44,6 +46,9 @@ type Options struct {
 	// GateCards renders the cards of gates asked, answered and cancelled through the API,
 	// inside the operation's transaction, like the chat's. Required.
 	GateCards router.GateCards
+	// Changes is the change kernel behind the proposal endpoints and the admin token's direct
+	// changes. Nil: one over Store, updating proposal cards in chat.
+	Changes *change.Kernel
 }
 
 // Server serves the /v1 API.
@@ -57,6 +62,8 @@ type Server struct {
 	mux      *http.ServeMux
 	ib       *inbox.Inbox
 	cards    router.GateCards
+	changes  *change.Kernel
+	tpl      *templates.Set
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
@@ -88,6 +95,16 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.now == nil {
 		s.now = s.st.Now
+	}
+	tpl, err := templates.New()
+	if err != nil {
+		return nil, fmt.Errorf("new api server: %w", err)
+	}
+	s.tpl, s.changes = tpl, opts.Changes
+	if s.changes == nil {
+		if s.changes, err = change.New(s.st, change.Options{Templates: tpl, Cards: router.NewProposalCards(tpl, "").Update}); err != nil {
+			return nil, fmt.Errorf("new api server: %w", err)
+		}
 	}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "loopx_api_requests_total", Help: "API requests by route and status.",

@@ -1,0 +1,496 @@
+package change
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"loopx/store"
+	"loopx/templates"
+)
+
+// Request is a protected change as a person asks for it. Kind is store.ProposalGoalSet (the
+// Goal fields that are set), ProposalGoalPause, ProposalGoalResume or ProposalAgentSet (the
+// Agent fields of AgentID).
+type Request struct {
+	GoalID string `json:"goal_id"`
+	// Version, when set, is the goal version the caller read: a goal at another version is
+	// ErrConflict naming version (compare-and-set for scripts that apply directly).
+	Version int64       `json:"version,omitempty"`
+	Kind    string      `json:"kind"`
+	AgentID string      `json:"agent_id,omitempty"`
+	Goal    GoalChange  `json:"goal"`
+	Agent   AgentChange `json:"agent"`
+}
+
+// GoalChange lists the goal fields to change; nil leaves a field as it is. AddOwners,
+// RemoveOwners, AddMembers and RemoveMembers edit the current lists (normalization turns
+// them into the full lists).
+type GoalChange struct {
+	WindowHours   *int      `json:"window_hours,omitempty"`
+	AllowedSlots  *int      `json:"allowed_slots,omitempty"`
+	HeartbeatSpec *string   `json:"heartbeat_spec,omitempty"`
+	HeartbeatTZ   *string   `json:"heartbeat_tz,omitempty"`
+	ReportSpec    *string   `json:"report_spec,omitempty"`
+	ReportTZ      *string   `json:"report_tz,omitempty"`
+	Owners        *[]string `json:"owners,omitempty"`
+	Members       *[]string `json:"members,omitempty"`
+	AddOwners     []string  `json:"add_owners,omitempty"`
+	RemoveOwners  []string  `json:"remove_owners,omitempty"`
+	AddMembers    []string  `json:"add_members,omitempty"`
+	RemoveMembers []string  `json:"remove_members,omitempty"`
+	StallTurns    *int      `json:"stall_turns,omitempty"`
+	Title         *string   `json:"title,omitempty"`
+	Objective     *string   `json:"objective,omitempty"`
+	Lang          *string   `json:"lang,omitempty"`
+}
+
+// AgentChange lists the agent settings to change; nil leaves a setting as it is.
+type AgentChange struct {
+	Runner       *string          `json:"runner,omitempty"`
+	RunnerConfig *json.RawMessage `json:"runner_config,omitempty"`
+	WorkMode     *string          `json:"work_mode,omitempty"`
+	IsDefault    *bool            `json:"is_default,omitempty"`
+}
+
+// Result is the answer to a confirmation: the proposal in its new state, the goal after the
+// change (applied) and, when the proposal went stale, the fresh proposal that replaces it.
+type Result struct {
+	Proposal store.Proposal  `json:"proposal"`
+	Goal     *store.Goal     `json:"goal,omitempty"`
+	Fresh    *store.Proposal `json:"fresh,omitempty"`
+	// Unchanged: the proposal was already settled (a second click); nothing happened.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
+// CardsFunc renders the card updates of a settled proposal's chat cards inside the
+// transaction that settled it (db is its executor). router.ProposalCards provides it.
+type CardsFunc func(ctx context.Context, db store.DB, p store.Proposal) ([]store.OutboxInsert, error)
+
+// Options configures a Kernel.
+type Options struct {
+	// Templates words effects (Words). Required.
+	Templates *templates.Set
+	// Cards, when set, updates a proposal's chat cards when it settles on any surface.
+	Cards CardsFunc
+}
+
+// Kernel proposes, confirms and cancels protected changes. It is safe for concurrent use.
+type Kernel struct {
+	st   *store.Store
+	opts Options
+}
+
+// New returns the kernel over st.
+func New(st *store.Store, opts Options) (*Kernel, error) {
+	if st == nil || opts.Templates == nil {
+		return nil, errors.New("new change kernel: store and templates are required")
+	}
+	return &Kernel{st: st, opts: opts}, nil
+}
+
+// In returns a Kernel whose operations join tx (see store.Store.In).
+func (k *Kernel) In(tx *store.Tx) *Kernel { return &Kernel{st: k.st.In(tx), opts: k.opts} }
+
+// WithCards returns a Kernel that updates proposal cards with cards (wiring sets it once the
+// chat's renderer exists).
+func (k *Kernel) WithCards(cards CardsFunc) *Kernel {
+	o := k.opts
+	o.Cards = cards
+	return &Kernel{st: k.st, opts: o}
+}
+
+// Propose computes and stores a proposal of req by who. who must be allowed to make the
+// change (else ErrRefused, audited); a request that changes nothing or breaks a rule is
+// ErrInvalid naming the field.
+func (k *Kernel) Propose(ctx context.Context, who store.Person, m store.Meta, req Request) (store.Proposal, error) {
+	if err := checkRequest(req); err != nil {
+		return store.Proposal{}, err
+	}
+	return store.Do(ctx, k.st, "proposal.create", m, req, func(tx *store.Tx, now time.Time) (store.Proposal, store.Audit, error) {
+		p, err := k.propose(ctx, tx, who, m, req, now)
+		if err != nil {
+			return store.Proposal{}, store.Audit{}, err
+		}
+		return p, store.Audit{GoalID: p.GoalID, Target: target(p.ID), Detail: detail(map[string]any{
+			"proposal_id": p.ID, "kind": p.Kind, "diff": p.Diff, "goal_version": p.GoalVersion,
+		})}, nil
+	})
+}
+
+func (k *Kernel) propose(ctx context.Context, tx *store.Tx, who store.Person, m store.Meta, req Request, now time.Time) (store.Proposal, error) {
+	g, err := store.GetGoalAs(ctx, tx, req.GoalID, who)
+	if err != nil {
+		return store.Proposal{}, err
+	}
+	need := needOf(req)
+	if !g.Role.AtLeast(need) {
+		return store.Proposal{}, refusal(req.GoalID, 0, need, g.Role, "propose")
+	}
+	if req.Version != 0 && req.Version != g.Version {
+		return store.Proposal{}, store.Errorf(store.ErrConflict, "version",
+			"goal %q is at version %d, not %d; read it again and retry", g.ID, g.Version, req.Version)
+	}
+	c, err := compute(ctx, tx, g.Goal, req, now)
+	if err != nil {
+		return store.Proposal{}, err
+	}
+	params, err := json.Marshal(c.req)
+	if err != nil {
+		return store.Proposal{}, fmt.Errorf("encode proposal parameters: %w", err)
+	}
+	return store.InsertProposal(ctx, tx, store.ProposalInsert{
+		GoalID: req.GoalID, AgentID: req.AgentID, Kind: req.Kind, Params: params, Diff: c.diff,
+		Effects: c.effects, GoalVersion: g.Version, Need: need, ProposedBy: m.Actor, Surface: m.Surface, Now: now,
+	})
+}
+
+type confirmReq struct {
+	ProposalID int64 `json:"proposal_id"`
+}
+
+// Confirm applies proposal id on behalf of who, when who may make the change and the goal is
+// still at the proposal's version. Otherwise: a goal that moved on makes the proposal stale
+// (Result.Fresh is the same change computed anew); an expired one is marked expired; one the
+// kernel cannot apply (a done goal, a removed agent) is refused with the reason. A proposal
+// already settled is returned Unchanged. A person not allowed is ErrRefused (audited) and the
+// proposal stays ready.
+func (k *Kernel) Confirm(ctx context.Context, who store.Person, m store.Meta, id int64) (Result, error) {
+	return store.Do(ctx, k.st, "proposal.confirm", m, confirmReq{id}, func(tx *store.Tx, now time.Time) (Result, store.Audit, error) {
+		p, err := store.LockProposal(ctx, tx, id)
+		if err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		if p.State != store.ProposalReady {
+			return Result{Proposal: p, Unchanged: true}, store.NoAudit(), nil
+		}
+		role, err := roleOn(ctx, tx, p.GoalID, who)
+		if err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		if !role.AtLeast(p.Need) {
+			return Result{}, store.Audit{}, refusal(p.GoalID, p.ID, p.Need, role, "confirm")
+		}
+		res, err := k.settle(ctx, tx, p, m, now)
+		if err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		if err := k.cards(ctx, tx, res.Proposal); err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		return res, receiptAudit(res), nil
+	})
+}
+
+// settle decides a ready proposal confirmed by m.Actor: expired, stale (with a fresh one),
+// refused or applied.
+func (k *Kernel) settle(ctx context.Context, tx *store.Tx, p store.Proposal, m store.Meta, now time.Time) (Result, error) {
+	end := func(state, reason string, successor, version int64) (store.Proposal, error) {
+		return store.SettleProposal(ctx, tx, store.SettleProposalParams{
+			ID: p.ID, State: state, DecidedBy: m.Actor, Reason: reason, SuccessorID: successor,
+			AppliedVersion: version, Now: now,
+		})
+	}
+	if !now.Before(p.ExpiresAt) {
+		out, err := end(store.ProposalExpired, "the proposal expired before it was confirmed", 0, 0)
+		return Result{Proposal: out}, err
+	}
+	var req Request
+	if err := json.Unmarshal(p.Params, &req); err != nil {
+		return Result{}, fmt.Errorf("decode proposal parameters: %w", err)
+	}
+	g, err := store.LockGoal(ctx, tx, p.GoalID)
+	if err != nil {
+		return Result{}, err
+	}
+	if g.Version != p.GoalVersion {
+		fresh, err := k.recompute(ctx, tx, g, req, p, m, now)
+		if err != nil {
+			return Result{}, err
+		}
+		reason := fmt.Sprintf("goal %s changed (version %d, not %d) after the proposal was made", g.ID, g.Version, p.GoalVersion)
+		var succ int64
+		if fresh != nil {
+			succ = fresh.ID
+		}
+		out, err := end(store.ProposalStale, reason, succ, 0)
+		return Result{Proposal: out, Fresh: fresh}, err
+	}
+	if req.Kind == store.ProposalAgentSet {
+		// Agents are changed elsewhere too (registration moves the default flag): the
+		// proposal is current only while its diff still reads the same.
+		c, err := compute(ctx, tx, g, req, now)
+		var se *store.Error
+		if err != nil && !errors.As(err, &se) {
+			return Result{}, err
+		}
+		if err != nil || !slices.Equal(c.diff, p.Diff) {
+			fresh, err := k.recompute(ctx, tx, g, req, p, m, now)
+			if err != nil {
+				return Result{}, err
+			}
+			var succ int64
+			if fresh != nil {
+				succ = fresh.ID
+			}
+			out, err := end(store.ProposalStale, "agent "+req.AgentID+" changed after the proposal was made", succ, 0)
+			return Result{Proposal: out, Fresh: fresh}, err
+		}
+	}
+	after, err := apply(ctx, tx, g, req, now)
+	var se *store.Error
+	if errors.As(err, &se) {
+		out, err := end(store.ProposalRefused, se.Error(), 0, 0)
+		return Result{Proposal: out}, err
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	out, err := end(store.ProposalApplied, "", 0, after.Version)
+	return Result{Proposal: out, Goal: &after}, err
+}
+
+// recompute makes the fresh proposal a stale one's answer carries: the same request
+// computed against the goal as it is now, proposed by the person who tried to confirm.
+// When the change now changes nothing or no longer validates, there is none (nil).
+func (k *Kernel) recompute(ctx context.Context, tx *store.Tx, g store.Goal, req Request, old store.Proposal, m store.Meta, now time.Time) (*store.Proposal, error) {
+	c, err := compute(ctx, tx, g, req, now)
+	var se *store.Error
+	if errors.As(err, &se) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	params, err := json.Marshal(c.req)
+	if err != nil {
+		return nil, fmt.Errorf("encode proposal parameters: %w", err)
+	}
+	fresh, err := store.InsertProposal(ctx, tx, store.ProposalInsert{
+		GoalID: g.ID, AgentID: req.AgentID, Kind: req.Kind, Params: params, Diff: c.diff, Effects: c.effects,
+		GoalVersion: g.Version, Need: old.Need, ProposedBy: m.Actor, Surface: m.Surface, Now: now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &fresh, nil
+}
+
+// Cancel withdraws a ready proposal. Anyone who may make the change may cancel it; a
+// proposal already settled is returned Unchanged.
+func (k *Kernel) Cancel(ctx context.Context, who store.Person, m store.Meta, id int64) (Result, error) {
+	return store.Do(ctx, k.st, "proposal.cancel", m, confirmReq{id}, func(tx *store.Tx, now time.Time) (Result, store.Audit, error) {
+		p, err := store.LockProposal(ctx, tx, id)
+		if err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		if p.State != store.ProposalReady {
+			return Result{Proposal: p, Unchanged: true}, store.NoAudit(), nil
+		}
+		role, err := roleOn(ctx, tx, p.GoalID, who)
+		if err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		if !role.AtLeast(p.Need) {
+			return Result{}, store.Audit{}, refusal(p.GoalID, p.ID, p.Need, role, "cancel")
+		}
+		state, reason := store.ProposalCancelled, ""
+		if !now.Before(p.ExpiresAt) {
+			state, reason = store.ProposalExpired, "the proposal expired before it was confirmed"
+		}
+		out, err := store.SettleProposal(ctx, tx, store.SettleProposalParams{
+			ID: p.ID, State: state, DecidedBy: m.Actor, Reason: reason, Now: now,
+		})
+		if err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		if err := k.cards(ctx, tx, out); err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		return Result{Proposal: out}, receiptAudit(Result{Proposal: out}), nil
+	})
+}
+
+// Apply proposes and confirms req at once, for scripts holding the admin token: the same
+// proposal record, diff and receipt as a confirmed proposal, proposer and confirmer alike.
+func (k *Kernel) Apply(ctx context.Context, who store.Person, m store.Meta, req Request) (Result, error) {
+	if err := checkRequest(req); err != nil {
+		return Result{}, err
+	}
+	return store.Do(ctx, k.st, "proposal.apply", m, req, func(tx *store.Tx, now time.Time) (Result, store.Audit, error) {
+		p, err := k.propose(ctx, tx, who, m, req, now)
+		if err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		res, err := k.settle(ctx, tx, p, m, now)
+		if err != nil {
+			return Result{}, store.Audit{}, err
+		}
+		if res.Proposal.State == store.ProposalRefused {
+			return Result{}, store.Audit{}, store.Errorf(store.ErrRefused, "", "%s", res.Proposal.Reason)
+		}
+		return res, receiptAudit(res), nil
+	})
+}
+
+// Get reads one proposal for who: ErrNotFound when it does not exist or who may not see its
+// goal (a stranger learns nothing).
+func Get(ctx context.Context, db store.DB, who store.Person, id int64) (store.Proposal, store.GoalAs, error) {
+	p, err := store.GetProposal(ctx, db, id)
+	if err != nil {
+		return store.Proposal{}, store.GoalAs{}, err
+	}
+	g, err := store.GetGoalAs(ctx, db, p.GoalID, who)
+	if err != nil {
+		return store.Proposal{}, store.GoalAs{}, err
+	}
+	if !g.Role.AtLeast(store.RoleMember) {
+		return store.Proposal{}, store.GoalAs{}, store.Errorf(store.ErrNotFound, "proposal_id", "no proposal p%d", id)
+	}
+	return p, g, nil
+}
+
+func (k *Kernel) cards(ctx context.Context, tx *store.Tx, p store.Proposal) error {
+	if k.opts.Cards == nil {
+		return nil
+	}
+	rows, err := k.opts.Cards(ctx, tx, p)
+	if err != nil {
+		return fmt.Errorf("render proposal cards: %w", err)
+	}
+	_, err = store.InsertOutboxAll(ctx, tx, rows)
+	return err
+}
+
+func roleOn(ctx context.Context, db store.DB, goalID string, who store.Person) (store.Role, error) {
+	g, err := store.GetGoalAs(ctx, db, goalID, who)
+	if err != nil {
+		return "", err
+	}
+	return g.Role, nil
+}
+
+// needOf is the role a change needs: an agent's runner decides what runs on the server, so
+// only admins may change it; everything else is the owners'.
+func needOf(req Request) store.Role {
+	if req.Kind == store.ProposalAgentSet && (req.Agent.Runner != nil || req.Agent.RunnerConfig != nil) {
+		return store.RoleAdmin
+	}
+	return store.RoleOwner
+}
+
+func refusal(goalID string, id int64, need, role store.Role, what string) error {
+	word := "owners"
+	if need == store.RoleAdmin {
+		word = "admins"
+	}
+	msg := fmt.Sprintf("only %s of goal %s may %s this change", word, goalID, what)
+	return store.Refuse(store.ErrRefused, "", msg, goalID, target(id), map[string]any{
+		"reason": "not " + string(need), "role": string(role), "proposal_id": id,
+	})
+}
+
+func target(id int64) string {
+	if id == 0 {
+		return ""
+	}
+	return fmt.Sprintf("proposal:%d", id)
+}
+
+// receiptAudit is the audit row of a settled proposal: who proposed, who decided, when, and
+// the diff that was applied.
+func receiptAudit(r Result) store.Audit {
+	p := r.Proposal
+	d := map[string]any{
+		"proposal_id": p.ID, "kind": p.Kind, "state": p.State, "proposed_by": p.ProposedBy,
+		"decided_by": p.DecidedBy, "goal_version": p.GoalVersion,
+	}
+	// The diff is in every receipt; "applied" says whether it took effect.
+	d["diff"] = p.Diff
+	d["applied"] = p.State == store.ProposalApplied
+	if p.State == store.ProposalApplied {
+		d["confirmed_by"] = p.DecidedBy
+		d["applied_version"] = p.AppliedVersion
+	}
+	if p.Reason != "" {
+		d["reason"] = p.Reason
+	}
+	if r.Fresh != nil {
+		d["fresh_proposal_id"] = r.Fresh.ID
+	}
+	return store.Audit{GoalID: p.GoalID, Target: target(p.ID), Detail: detail(d)}
+}
+
+func detail(m map[string]any) json.RawMessage {
+	b, _ := json.Marshal(m) // maps of strings, numbers and diffs always encode
+	return b
+}
+
+// checkRequest refuses a request whose shape is wrong before anything is read.
+func checkRequest(req Request) error {
+	if !store.ValidID(req.GoalID) {
+		return store.Errorf(store.ErrInvalid, "goal_id", "%q is not a goal id", req.GoalID)
+	}
+	empty := isEmptyGoal(req.Goal)
+	noAgent := req.Agent == (AgentChange{})
+	switch req.Kind {
+	case store.ProposalGoalSet:
+		if empty {
+			return store.Errorf(store.ErrInvalid, "goal", "name at least one setting to change")
+		}
+		if !noAgent || req.AgentID != "" {
+			return store.Errorf(store.ErrInvalid, "agent", "a goal change takes no agent settings")
+		}
+	case store.ProposalGoalPause, store.ProposalGoalResume:
+		if !empty || !noAgent || req.AgentID != "" {
+			return store.Errorf(store.ErrInvalid, "kind", "%s takes no settings", req.Kind)
+		}
+	case store.ProposalAgentSet:
+		if !store.ValidID(req.AgentID) {
+			return store.Errorf(store.ErrInvalid, "agent_id", "%q is not an agent id", req.AgentID)
+		}
+		if noAgent {
+			return store.Errorf(store.ErrInvalid, "agent", "name at least one agent setting to change")
+		}
+		if !empty {
+			return store.Errorf(store.ErrInvalid, "goal", "an agent change takes no goal settings")
+		}
+	default:
+		return store.Errorf(store.ErrInvalid, "kind", "%q is not one of goal.set, goal.pause, goal.resume, agent.set", req.Kind)
+	}
+	return nil
+}
+
+func isEmptyGoal(c GoalChange) bool {
+	return c.WindowHours == nil && c.AllowedSlots == nil && c.HeartbeatSpec == nil && c.HeartbeatTZ == nil &&
+		c.ReportSpec == nil && c.ReportTZ == nil && c.Owners == nil && c.Members == nil &&
+		len(c.AddOwners) == 0 && len(c.RemoveOwners) == 0 && len(c.AddMembers) == 0 &&
+		len(c.RemoveMembers) == 0 && c.StallTurns == nil && c.Title == nil && c.Objective == nil && c.Lang == nil
+}
+
+// editList applies a full replacement, then additions and removals, keeping order and
+// dropping repeats.
+func editList(cur []string, set *[]string, add, remove []string) []string {
+	out := slices.Clone(cur)
+	if set != nil {
+		out = slices.Clone(*set)
+	}
+	for _, a := range add {
+		out = append(out, strings.TrimSpace(a))
+	}
+	var kept []string
+	for _, v := range out {
+		if v == "" || slices.Contains(kept, v) || slices.Contains(remove, v) {
+			continue
+		}
+		kept = append(kept, v)
+	}
+	if kept == nil {
+		kept = []string{}
+	}
+	return kept
+}

@@ -1,0 +1,159 @@
+package templates
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The web workspace's pages: HTML templates (html/template, so every value is escaped for
+// its context) sharing one layout, and every word they show in web/words.<lang>.json.
+
+// pageNames are the pages of the workspace; each is web/<name>.html defining "content".
+var pageNames = []string{"home", "goal", "proposal", "signin", "notice"}
+
+// Pages renders the workspace's pages in every language. It is immutable and safe for
+// concurrent use.
+type Pages struct {
+	byLang map[string]map[string]*template.Template
+	words  map[string]map[string]string
+}
+
+// NewPages parses the embedded pages and word lists and checks that every language has
+// every word.
+func NewPages() (*Pages, error) {
+	p := &Pages{byLang: map[string]map[string]*template.Template{}, words: map[string]map[string]string{}}
+	var first []string
+	for _, lang := range Languages() {
+		b, err := files.ReadFile("web/words." + lang + ".json")
+		if err != nil {
+			return nil, fmt.Errorf("read %s words: %w", lang, err)
+		}
+		var w map[string]string
+		if err := json.Unmarshal(b, &w); err != nil {
+			return nil, fmt.Errorf("parse %s words: %w", lang, err)
+		}
+		keys := slices.Sorted(maps.Keys(w))
+		if first == nil {
+			first = keys
+		} else if !slices.Equal(first, keys) {
+			return nil, fmt.Errorf("web words for %q differ from %q", lang, Languages()[0])
+		}
+		p.words[lang] = w
+		layout, err := files.ReadFile("web/layout.html")
+		if err != nil {
+			return nil, fmt.Errorf("read layout: %w", err)
+		}
+		p.byLang[lang] = map[string]*template.Template{}
+		for _, name := range pageNames {
+			body, err := files.ReadFile("web/" + name + ".html")
+			if err != nil {
+				return nil, fmt.Errorf("read page %s: %w", name, err)
+			}
+			t := template.New(name).Funcs(p.funcs(lang)).Option("missingkey=error")
+			if _, err := t.Parse(string(layout)); err != nil {
+				return nil, fmt.Errorf("parse layout: %w", err)
+			}
+			if _, err := t.Parse(string(body)); err != nil {
+				return nil, fmt.Errorf("parse page %s: %w", name, err)
+			}
+			p.byLang[lang][name] = t
+		}
+	}
+	return p, nil
+}
+
+// Render writes page in lang with data. The page is rendered into a buffer first, so a
+// failing template writes nothing.
+func (p *Pages) Render(w io.Writer, lang, page string, data any) error {
+	t, ok := p.byLang[Lang(lang)][page]
+	if !ok {
+		return fmt.Errorf("render page %s: %w", page, ErrUnknown)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", data); err != nil {
+		return fmt.Errorf("render page %s/%s: %w", Lang(lang), page, err)
+	}
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+// Word is the text of key in lang, formatted with args; an unknown key reads as itself.
+func (p *Pages) Word(lang, key string, args ...any) string {
+	s, ok := p.words[Lang(lang)][key]
+	if !ok {
+		return key
+	}
+	if len(args) == 0 {
+		return s
+	}
+	return fmt.Sprintf(s, args...)
+}
+
+func (p *Pages) funcs(lang string) template.FuncMap {
+	return template.FuncMap{
+		"t": func(key string, args ...any) string { return p.Word(lang, key, args...) },
+		"ago": func(now, t time.Time) string {
+			return Ago(lang, now.Sub(t))
+		},
+		"at": func(t time.Time, tz string) string {
+			loc, err := time.LoadLocation(tz)
+			if err != nil {
+				loc = time.UTC
+			}
+			return t.In(loc).Format("2006-01-02 15:04") + " " + tz
+		},
+		"pct": func(a, b int) int {
+			if b <= 0 {
+				return 100
+			}
+			return min(100, a*100/b)
+		},
+		"bar":   func(v, h int) int { return min(h, v*6) },
+		"mul":   func(a, b int) int { return a * b },
+		"sub":   func(a, b int) int { return a - b },
+		"list":  func(v ...string) []string { return v },
+		"join":  func(v []string, sep string) string { return strings.Join(v, sep) },
+		"deref": func(t *time.Time) time.Time { return derefTime(t) },
+	}
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// Ago says a duration the way people read an age: 45 s, 12 min, 3 h, 2 d.
+func Ago(lang string, d time.Duration) string {
+	zh := lang == "zh"
+	switch {
+	case d < time.Minute:
+		n := max(int(d.Seconds()), 0)
+		if zh {
+			return fmt.Sprintf("%d 秒", n)
+		}
+		return fmt.Sprintf("%d s", n)
+	case d < time.Hour:
+		if zh {
+			return fmt.Sprintf("%d 分钟", int(d.Minutes()))
+		}
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		if zh {
+			return fmt.Sprintf("%d 小时", int(d.Hours()))
+		}
+		return fmt.Sprintf("%d h", int(d.Hours()))
+	}
+	if zh {
+		return fmt.Sprintf("%d 天", int(d.Hours()/24))
+	}
+	return fmt.Sprintf("%d d", int(d.Hours()/24))
+}
