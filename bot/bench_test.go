@@ -32,12 +32,13 @@ import (
 
 // TestIngestBenchmark measures HTTP-callback ingest of signed, encrypted im.message.receive_v1
 // events at 1, 8 and 32 concurrent senders (events/s, ack p50/p99), next to pgbench doing the
-// same number of single-row INSERT commits at the same concurrency on the same server (the
-// issue's baseline), and pgbench committing the same four rows an event's effect is (event id,
-// inbox item, audit row, receipt outbox row; one statement per transaction, no checks), then a
-// paced 200 events/s run. Events go through the real router to benchGoals bound goals (event
-// id, inbox item, audit row and receipt outbox row committed together); LOOPX_BENCH_HANDLER=standin uses the lighter
-// test stand-in, =noop the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
+// same number of single-row INSERT commits at the same concurrency on the same server, and
+// pgbench committing the same rows an event's effect is (its inbox item, audit row and receipt
+// outbox row; one statement per transaction, no checks): the baseline the ingest ratio is
+// measured against. Each phase also reports the CPU time per event of serve, PostgreSQL and
+// this process. A paced 200 events/s run follows. Events go through the real router to
+// benchGoals bound goals; LOOPX_BENCH_HANDLER=standin uses the lighter test stand-in, =noop
+// the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
 // results table; BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost.
 //
 // LOOPX_BENCH_SERVE=<absolute path to a loopx binary> pushes the same events to a real
@@ -64,7 +65,7 @@ func TestIngestBenchmark(t *testing.T) {
 	st := store.New(pool, store.Options{})
 
 	var tgt ingestTarget
-	checkCommitted := true // every handler but noop commits each event's id
+	checkCommitted := true // every handler but noop commits each event's inbox item
 	if serveBin != "" {
 		createBenchGoals(t, st)
 		tgt = serveTarget(t, serveBin, url)
@@ -142,14 +143,18 @@ func TestIngestBenchmark(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "insert.sql")
 	require.NoError(t, os.WriteFile(script, []byte("INSERT INTO bench_insert (payload) VALUES ('event');\n"), 0o600))
 	effectScript := createEffectBaseline(t, st)
-	effectRows := 0 // transactions the four-row baseline committed, each an inbox item
+	effectRows := 0 // transactions the same-rows baseline committed, each an inbox item
 
 	var out strings.Builder
 	if tgt.serve != nil {
 		fmt.Fprintf(&out, "events pushed to loopx serve (pid %d) over HTTP: real router, outbox sender, receipts to the Lark sandbox\n", tgt.serve.pid())
 	}
-	fmt.Fprintf(&out, "%-8s %8s %12s %10s %10s %14s %8s %14s %8s\n", "senders", "events", "events/s", "ack p50", "ack p99",
-		"pgbench tps", "ratio", "4-row tps", "ratio")
+	fmt.Fprintf(&out, "%-8s %8s %12s %10s %10s %14s %8s %14s %8s   %s\n", "senders", "events", "events/s", "ack p50", "ack p99",
+		"pgbench tps", "ratio", "same rows", "ratio", "CPU µs/event: serve, postgres, generator")
+	servePID := 0
+	if tgt.serve != nil {
+		servePID = tgt.serve.pid()
+	}
 	for _, c := range []int{1, 8, 32} {
 		n := 400 * c
 		if c == 32 {
@@ -165,6 +170,7 @@ func TestIngestBenchmark(t *testing.T) {
 		}
 		lat := make([]time.Duration, n)
 		var next atomic.Int64
+		cpu0 := readCPU(servePID)
 		start := time.Now()
 		var wg sync.WaitGroup
 		for range c {
@@ -180,14 +186,15 @@ func TestIngestBenchmark(t *testing.T) {
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
+		cpu := readCPU(servePID).sub(cpu0)
 		rate := float64(n) / elapsed.Seconds()
 		slices.Sort(lat)
 		tps := runPgbench(t, pgbench, url, script, c, n)
 		effectTPS := runPgbench(t, pgbench, url, effectScript, c, n, "-M", "prepared")
 		effectRows += n / c * c
-		fmt.Fprintf(&out, "%-8d %8d %12.0f %10s %10s %14.0f %7.0f%% %14.0f %7.0f%%\n", c, n, rate,
+		fmt.Fprintf(&out, "%-8d %8d %12.0f %10s %10s %14.0f %7.0f%% %14.0f %7.0f%%   %.0f, %.0f, %.0f\n", c, n, rate,
 			lat[n/2].Round(10*time.Microsecond), lat[n*99/100].Round(10*time.Microsecond), tps, 100*rate/tps,
-			effectTPS, 100*rate/effectTPS)
+			effectTPS, 100*rate/effectTPS, perEvent(cpu.serve, n), perEvent(cpu.postgres, n), perEvent(cpu.self, n))
 	}
 
 	// Steady 200 events/s for 5 s, open loop: ack latency under a realistic load.
@@ -232,20 +239,19 @@ func TestIngestBenchmark(t *testing.T) {
 		}
 	}
 	// An answer cut by the deadline may follow a commit that did land (Lark's redelivery is
-	// then a no-op), so the committed count lies between the acknowledged and the sent.
-	committed := int64(countRows(t, st, `SELECT count(*) FROM lark_event WHERE event_id NOT LIKE 'pgbench%'`))
+	// then a no-op), so the committed count lies between the acknowledged and the sent. The
+	// product's inbox bound holds (benchGoals spreads the events so that no inbox fills):
+	// every event is an item, none a refusal measured as ingest.
+	committed := int64(countRows(t, st, `SELECT count(*) FROM inbox_item WHERE source_chat <> '`+effectChat+`'`))
+	if os.Getenv("LOOPX_BENCH_HANDLER") == "standin" {
+		committed = int64(countRows(t, st, `SELECT count(*) FROM lark_event WHERE event_id NOT LIKE 'pgbench%'`))
+	}
 	if checkCommitted {
 		require.GreaterOrEqual(t, committed, seq.Load()-failed.Load(), "every acknowledged event committed")
 		require.LessOrEqual(t, committed, seq.Load())
 	}
 	require.Equal(t, effectRows, countRows(t, st, `SELECT count(*) FROM inbox_item WHERE source_chat = '`+effectChat+`'`),
-		"the four-row baseline committed its rows")
-	if tgt.serve != nil || os.Getenv("LOOPX_BENCH_HANDLER") == "" {
-		// The product's inbox bound holds (benchGoals spreads the events so that no inbox
-		// fills): every event is an item, none a refusal measured as ingest.
-		require.Equal(t, committed, int64(countRows(t, st, `SELECT count(*) FROM inbox_item WHERE source_chat <> '`+effectChat+`'`)),
-			"every event became an inbox item")
-	}
+		"the same-rows baseline committed its rows")
 	if p := os.Getenv("LOOPX_BENCH_OUT"); p != "" {
 		require.NoError(t, os.WriteFile(p, []byte(out.String()), 0o644))
 	}
@@ -287,10 +293,11 @@ func createGoalWithAgent(t *testing.T, st *store.Store, id string) {
 // effectChat is the chat of the four-row baseline's rows, which no event of the benchmark uses.
 const effectChat = "oc_pgbench"
 
-// createEffectBaseline writes the pgbench script of the four-row baseline and the benchGoals
-// goals (pb00...) its rows belong to, so that the rows meet the same foreign keys, triggers
-// and indexes as the router's, but never the bench goals' inbox bound. Its receipts are
-// pending but due at infinity: a running sender never sends them.
+// createEffectBaseline writes the pgbench script of the same-rows baseline (what the fast path
+// commits for a message: its inbox item, audit row and receipt reaction's outbox row, with the
+// same columns) and the benchGoals goals (pb00...) its rows belong to, so that the rows meet
+// the same foreign keys, triggers and indexes as the router's, but never the bench goals'
+// inbox bound. Its receipts are pending but due at infinity: a running sender never sends them.
 func createEffectBaseline(t *testing.T, st *store.Store) (script string) {
 	t.Helper()
 	for g := range benchGoals {
@@ -300,9 +307,7 @@ func createEffectBaseline(t *testing.T, st *store.Store) (script string) {
 	// before a letter.
 	sql := fmt.Sprintf(`\set r random(1, 1000000000000000)
 \set g random(0, %d)
-WITH ev AS (
-    INSERT INTO lark_event (event_id, event_type) VALUES ('pgbench_' || :client_id || '_' || :r, 'im.message.receive_v1')
-), item AS (
+WITH item AS (
     INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender, source_chat, source_message)
     VALUES ('pb' || lpad(CAST(:g AS text), 2, '0'), 'codex', 'inbox', 'please look at the build', 'ou_bench', '%[2]s',
             'pgbench_' || :client_id || '_' || :r)

@@ -3,12 +3,16 @@
 // the transport-neutral Message and CardAction types. (The HTTP API lives in router/api.)
 //
 // Guarantees:
-//   - One transaction per event: the Lark event id (lark_event), the operation, its audit rows
-//     and every outbox row (replies, the receipt reaction, card posts and card updates) commit
-//     together. A repeated event id has no effect (a card click answers "already handled") and
-//     is reported to Options.OnDuplicate once, after its transaction. An
-//     error return means nothing was committed, so the bot makes Lark redeliver. Kernel
-//     operations run with the idempotency key "lark:<event id>" as a second guard.
+//   - One transaction per event: the event's record, the operation, its audit rows and every
+//     outbox row (replies, the receipt reaction, card posts and card updates) commit together.
+//     A message is recorded by its message id (Lark's key for deduplicating messages, which a
+//     redelivery under a new event id keeps): its inbox item when it made one, else its key in
+//     lark_event; a card click by its event id in lark_event. A repeat has no effect (a card
+//     click answers "already handled") and is reported to Options.OnDuplicate once, after its
+//     transaction. An error return means nothing was committed, so the bot makes Lark
+//     redeliver. Kernel operations run with the idempotency key "lark:<event id>" as a second
+//     guard. A message that addresses no one (a group message without a mention) is not
+//     recorded: its redelivery is ignored again, at no cost.
 //   - Group commit for the plain case: a plain message to a chat's one whole-chat binding,
 //     from someone who may message its goal, answered with the receipt reaction, is written by
 //     one statement shared with the other such messages arriving meanwhile (fastpath.go,

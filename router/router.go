@@ -131,7 +131,7 @@ func New(st *store.Store, opts Options) (*Chat, error) {
 		}
 	}
 	fast := &fastBatcher{st: st, log: opts.Logger.WarnContext, opts: store.FastOptions{
-		EventType: eventMessage, MaxPending: ib.Options().MaxPending, Receipt: ReceiptEmoji}}
+		MaxPending: ib.Options().MaxPending, Receipt: ReceiptEmoji}}
 	proposals := NewProposalCards(tpl, opts.DefaultLang)
 	changes := opts.Changes
 	if changes == nil {
@@ -155,9 +155,10 @@ type handling struct {
 	replies int
 }
 
-// HandleMessage handles one incoming chat message in one transaction: the event id, the
-// operation, its audit rows and every outbox row (replies, receipt) commit together. A
-// repeated event id does nothing and returns nil. An error means nothing was committed.
+// HandleMessage handles one incoming chat message in one transaction: the message's record
+// (its inbox item, else its key in lark_event), the operation, its audit rows and every outbox
+// row (replies, receipt) commit together. A message handled before, under any event id, does
+// nothing and returns nil. An error means nothing was committed.
 func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	if m.ChatID == "" || m.MessageID == "" {
 		return fmt.Errorf("%w: chat_id and message_id are required", ErrUnusable)
@@ -181,7 +182,7 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	}
 	var dup bool
 	err := c.st.WithTx(ctx, func(tx *store.Tx) error {
-		fresh, err := store.RecordLarkMessage(ctx, tx, m.EventID, m.MessageID, eventMessage)
+		fresh, err := store.LockLarkMessage(ctx, tx, m.MessageID)
 		dup = err == nil && !fresh
 		if err != nil || !fresh {
 			return err
@@ -189,9 +190,12 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 		h := &handling{c: c, tx: tx, st: c.st.In(tx), m: m}
 		addressed, err := h.addressed(ctx)
 		if err != nil || !addressed {
+			return err // a message not for the bot has no effect to repeat: nothing to record
+		}
+		if err := h.handle(ctx); err != nil {
 			return err
 		}
-		return h.handle(ctx)
+		return store.RecordLarkMessage(ctx, tx, m.MessageID, eventMessage)
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {

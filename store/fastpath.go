@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // FastMessage is a chat message for the agent of the chat's one whole-chat binding: the
 // common case of chat traffic, which EnqueueFast writes without a transaction of its own.
 type FastMessage struct {
-	EventID   string // Lark's event id, recorded in lark_event
+	EventID   string // Lark's event id: the receipt reaction's outbox key is built from it
 	ChatID    string
 	MessageID string
 	Sender    string // open_id
@@ -22,7 +23,6 @@ type FastMessage struct {
 
 // FastOptions is what every message of one EnqueueFast call shares.
 type FastOptions struct {
-	EventType string
 	// MaxPending bounds each agent's unacknowledged items, as for InsertInboxItem.
 	MaxPending int
 	// Receipt is the reaction (emoji type) put on a message once it is accepted.
@@ -36,29 +36,31 @@ const abortCode = "LX001"
 // every message must take the general path.
 var ErrFastAborted = errors.New("enqueue bound messages: aborted, nothing written")
 
-// EnqueueFast writes the whole effect of each message in one statement: its event id, its
-// inbox item, the audit row and the receipt reaction's outbox row. Batching several messages
-// into one statement (one commit) is what lets the chat keep up with a burst: every client
-// round trip and commit costs about as much as the rows themselves.
+// EnqueueFast writes the whole effect of each message in one statement: its inbox item, the
+// audit row and the receipt reaction's outbox row. Batching several messages into one
+// statement (one commit) is what lets the chat keep up with a burst: every client round trip
+// and commit costs about as much as the rows themselves.
 //
 // A message is taken only when its chat has exactly one whole-chat binding, the sender is an
 // owner, member or admin of that goal, the agent resolves (the binding's, else the goal's
-// default, else its only agent), the agent's inbox is below MaxPending, the message is not
-// already an item and its event and its message are new (lark_event holds both the event id
-// and the message key, MessageEventID). taken[i] reports message i; a message not taken had
-// nothing written for it (but for its event id, when another path was recording the same
-// message at the same moment: it is a duplicate then), and the caller decides it on the
-// general, transactional path (which also answers duplicates). Event and message ids must be distinct within one call. On any
-// error nothing at all was written.
+// default, else its only agent), the agent's inbox is below MaxPending, and the message was
+// never handled: no inbox item names it and the general path did not record its message key
+// (RecordLarkMessage). The item itself is the fast path's record of the message, under a
+// unique index, so nothing else is written to deduplicate it; both paths take the message's
+// lock (messageLockSQL) before they look, so a redelivery racing the first delivery on either
+// path waits for it and then sees it. taken[i] reports message i; a message not taken had
+// nothing written for it, and the caller decides it on the general, transactional path (which
+// also answers duplicates). Message ids must be distinct within one call. On any error nothing
+// at all was written.
 //
 // Who may message the goal (loopx_role) and which agent receives the message
 // (loopx_message_agent) are the SQL functions the router's general path calls too.
 func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMessage) (taken []bool, err error) {
-	if opts.EventType == "" || opts.Receipt == "" {
-		return nil, Errorf(ErrInvalid, "event_type", "event type and receipt are required")
+	if opts.Receipt == "" {
+		return nil, Errorf(ErrInvalid, "receipt", "the receipt reaction is required")
 	}
 	n := len(msgs)
-	events, chats, messages, senders, modes, texts, uuids, reactions :=
+	keys, chats, messages, senders, modes, texts, uuids, reactions :=
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n)
 	admins := make([]bool, n)
@@ -74,34 +76,81 @@ func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMe
 		case m.Text == "":
 			return nil, Errorf(ErrInvalid, "text", "is empty; there is nothing to deliver")
 		}
-		events[i], chats[i], messages[i], senders[i], admins[i], modes[i], texts[i], uuids[i], reactions[i] =
-			m.EventID, m.ChatID, m.MessageID, m.Sender, m.Admin, m.Mode, m.Text, newUUID(), ReactionKey(m.EventID)
+		keys[i], chats[i], messages[i], senders[i], admins[i], modes[i], texts[i], uuids[i], reactions[i] =
+			MessageEventID(m.MessageID), m.ChatID, m.MessageID, m.Sender, m.Admin, m.Mode, m.Text, newUUID(), ReactionKey(m.EventID)
 	}
-	// Every CTE sees one snapshot; rows flow msg → ok → ev → item → audit and receipt, so a
-	// message written at all is written whole. ev skips redelivered events. An item insert
-	// that loses a race on its source message after ev wrote aborts the whole statement. The
-	// inbox bound is checked against the snapshot, so concurrent writers at the bound may pass
-	// it by at most their number (as in InsertInboxItem); within one batch it is exact.
-	rows, err := s.DB().Query(ctx, `
+	// Every CTE sees one snapshot, taken after the messages' locks are held; rows flow msg →
+	// ok → item → audit and receipt, so a message written at all is written whole. An item
+	// insert that loses a race on its source message aborts the whole statement. The inbox
+	// bound is checked against the snapshot, so concurrent writers at the bound may pass it by
+	// at most their number (as in InsertInboxItem); within one batch it is exact.
+	// The statement is planned once per connection (a generic plan): left to choose, the
+	// planner re-plans it for every batch size, which costs four times its execution. SET
+	// LOCAL keeps that choice to this transaction, and the batch is one round trip.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue bound messages: acquire connection: %w", mapErr(err))
+	}
+	defer conn.Release()
+	taken = make([]bool, n)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	b.Queue(messageLocksSQL, keys)
+	b.Queue(enqueueFastSQL, chats, messages, senders, admins, modes, texts, uuids, reactions,
+		opts.MaxPending, opts.Receipt).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i int64
+			if err := rows.Scan(&i); err != nil {
+				return err
+			}
+			taken[i-1] = true
+		}
+		return rows.Err()
+	})
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		// A failed statement leaves the transaction open and aborted: end it before the
+		// connection goes back (the pool drops it if this fails too).
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == abortCode {
+			return nil, ErrFastAborted
+		}
+		return nil, fmt.Errorf("enqueue bound messages: %w", mapErr(err))
+	}
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		return nil, errors.New("enqueue bound messages: the transaction did not commit")
+	}
+	return taken, nil
+}
+
+// enqueueFastSQL is EnqueueFast's statement: $1..$8 are the messages' columns, $9 the inbox
+// bound, $10 the receipt reaction.
+const enqueueFastSQL = `
 		WITH msg AS (
-		    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[],
-		                         $6::text[], $7::text[], $8::text[], $12::text[])
-		        WITH ORDINALITY AS m(event_id, chat_id, message_id, sender, admin, mode, text, uuid, reaction_key, n)
+		    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[],
+		                         $6::text[], $7::text[], $8::text[])
+		        WITH ORDINALITY AS m(chat_id, message_id, sender, admin, mode, text, uuid, reaction_key, n)
 		), bound AS (
 		    SELECT m.n, b.goal_id, b.agent_id, count(*) OVER (PARTITION BY m.n) AS bindings
 		    FROM msg m JOIN binding b ON b.chat_id = m.chat_id AND b.thread_root = ''
 		), target AS (
-		    SELECT m.*, b.goal_id, loopx_message_agent(b.goal_id, b.agent_id) AS agent_id
+		    SELECT m.*, b.goal_id, ma.agent_id
 		    FROM msg m JOIN bound b ON b.n = m.n AND b.bindings = 1 JOIN goal g ON g.id = b.goal_id
+		    CROSS JOIN LATERAL loopx_message_agent(b.goal_id, b.agent_id) ma
 		    WHERE loopx_role(g.owners, g.members, m.sender, m.admin) <> 'stranger'
 		), fresh AS (
-		    -- A scalar subquery, not NOT EXISTS: the planner would make that an anti join
-		    -- and hash the whole table.
+		    -- Never handled: no item names the message (for any agent: a binding changed
+		    -- between two deliveries must not make a second one), and the general path did not
+		    -- record it. Scalar subqueries, not NOT EXISTS: the planner would make those anti
+		    -- joins and hash the whole table.
 		    SELECT t.*, row_number() OVER (PARTITION BY t.goal_id, t.agent_id ORDER BY t.n) AS k
 		    FROM target t
 		    WHERE t.agent_id IS NOT NULL
 		      AND (SELECT i.id FROM inbox_item i WHERE i.source_message = t.message_id
-		           AND i.source_message <> '' AND i.goal_id = t.goal_id AND i.agent_id = t.agent_id LIMIT 1) IS NULL
+		           AND i.source_message <> '' LIMIT 1) IS NULL
+		      AND (SELECT e.event_id FROM lark_event e WHERE e.event_id = 'msg:' || t.message_id) IS NULL
 		), waiting AS (
 		    -- Counted once per agent, at most up to the bound: a batch of messages to one agent
 		    -- must not count its inbox once per message.
@@ -111,34 +160,19 @@ func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMe
 		    FROM (SELECT DISTINCT goal_id, agent_id FROM fresh) a
 		), ok AS (
 		    -- The k-th message of the batch for an agent fits when the agent has room for k.
-		    -- A message already handled under another event id (its message key is in
-		    -- lark_event) is a redelivery: not taken here, answered as a duplicate there.
 		    SELECT f.* FROM fresh f JOIN waiting w USING (goal_id, agent_id)
-		    WHERE ($9::int <= 0 OR w.n + f.k <= $9::int)
-		      AND (SELECT e.event_id FROM lark_event e WHERE e.event_id = 'msg:' || f.message_id) IS NULL
-		), ev AS (
-		    -- Both keys of a message: Lark's event id and the message id Lark names as the
-		    -- stable key (a redelivery may come under a new event id).
-		    INSERT INTO lark_event (event_id, event_type)
-		    SELECT k.key, $10 FROM ok, LATERAL (VALUES (ok.event_id, 1), ('msg:' || ok.message_id, 2)) AS k(key, o)
-		    WHERE k.o = 1 OR ok.event_id <> 'msg:' || ok.message_id
-		    ORDER BY ok.n, k.o
-		    ON CONFLICT (event_id) DO NOTHING
-		    RETURNING event_id
-		), new_msg AS (
-		    SELECT ok.* FROM ok
-		    WHERE ok.event_id IN (SELECT event_id FROM ev) AND 'msg:' || ok.message_id IN (SELECT event_id FROM ev)
+		    WHERE $9::int <= 0 OR w.n + f.k <= $9::int
 		), item AS (
 		    -- A queue item records the live turn it waits out, as InsertInboxItem does.
 		    INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender, source_chat, source_message, turn_id)
 		    SELECT ok.goal_id, ok.agent_id, ok.mode, ok.text, ok.sender, ok.chat_id, ok.message_id,
 		           CASE WHEN ok.mode = 'queue' THEN (SELECT t.id FROM turn t WHERE t.goal_id = ok.goal_id
 		                AND t.agent_id = ok.agent_id AND t.state = 'live') END
-		    FROM new_msg ok ORDER BY ok.n
+		    FROM ok ORDER BY ok.n
 		    ON CONFLICT (source_message, goal_id, agent_id) WHERE source_message <> '' DO NOTHING
 		    RETURNING id, goal_id, agent_id, source_message
 		), done AS (
-		    SELECT ok.n, ok.event_id, ok.sender, ok.chat_id, ok.message_id, ok.mode, ok.uuid, ok.reaction_key,
+		    SELECT ok.n, ok.sender, ok.chat_id, ok.message_id, ok.mode, ok.uuid, ok.reaction_key,
 		           item.id, item.goal_id, item.agent_id
 		    FROM item JOIN ok ON ok.message_id = item.source_message
 		                     AND ok.goal_id = item.goal_id AND ok.agent_id = item.agent_id
@@ -149,34 +183,10 @@ func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMe
 		    FROM done ORDER BY n
 		), receipt AS (
 		    INSERT INTO outbox (uuid, dedupe_key, kind, receive_id, target_message, content, goal_id, agent_id)
-		    SELECT uuid, reaction_key, 'reaction', chat_id, message_id, $11,
-		           goal_id, agent_id
+		    SELECT uuid, reaction_key, 'reaction', chat_id, message_id, $10, goal_id, agent_id
 		    FROM done ORDER BY n
 		)
 		SELECT n FROM done
 		UNION ALL
 		SELECT loopx_abort('an inbox item appeared concurrently for a message of this batch')
-		WHERE (SELECT count(*) FROM new_msg) <> (SELECT count(*) FROM item)`,
-		events, chats, messages, senders, admins, modes, texts, uuids,
-		opts.MaxPending, opts.EventType, opts.Receipt, reactions)
-	if err != nil {
-		return nil, fmt.Errorf("enqueue bound messages: %w", mapErr(err))
-	}
-	defer rows.Close()
-	taken = make([]bool, n)
-	for rows.Next() {
-		var i int64
-		if err := rows.Scan(&i); err != nil {
-			return nil, fmt.Errorf("enqueue bound messages: %w", mapErr(err))
-		}
-		taken[i-1] = true
-	}
-	if err := rows.Err(); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == abortCode {
-			return nil, ErrFastAborted
-		}
-		return nil, fmt.Errorf("enqueue bound messages: %w", mapErr(err))
-	}
-	return taken, nil
-}
+		WHERE (SELECT count(*) FROM ok) <> (SELECT count(*) FROM item)`

@@ -34,7 +34,7 @@ func BenchmarkEnqueueFast(b *testing.B) {
 	}
 	_, err := st.DB().Exec(ctx, `CREATE TABLE bench_insert (id bigserial PRIMARY KEY, payload text NOT NULL)`)
 	require.NoError(b, err)
-	opts := store.FastOptions{EventType: "im.message.receive_v1", MaxPending: 200, Receipt: "OK"}
+	opts := store.FastOptions{MaxPending: 200, Receipt: "OK"}
 	b.Run("insert", func(b *testing.B) {
 		for b.Loop() {
 			_, err := st.DB().Exec(ctx, `INSERT INTO bench_insert (payload) VALUES ('event')`)

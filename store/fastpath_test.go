@@ -12,7 +12,7 @@ import (
 	"loopx/store/storetest"
 )
 
-var fastOpts = store.FastOptions{EventType: "im.message.receive_v1", MaxPending: 3, Receipt: "OK"}
+var fastOpts = store.FastOptions{MaxPending: 3, Receipt: "OK"}
 
 // boundFixture: chat "oc_one" bound to goal one (owner ou_o, member ou_m; agents a and the
 // default b, binding without agent); "oc_named" bound to one/a by name; "oc_two" bound to
@@ -57,7 +57,7 @@ func fastMsg(n int, chat, sender string) store.FastMessage {
 }
 
 // EnqueueFast takes exactly the messages whose routing is the plain case, writes each one's
-// event, item, audit row and receipt, and writes nothing at all for the others.
+// item, audit row and receipt, and writes nothing at all for the others.
 func TestEnqueueFastTakesOnlyThePlainCase(t *testing.T) {
 	t.Parallel()
 	st := boundFixture(t)
@@ -101,7 +101,7 @@ func TestEnqueueFastTakesOnlyThePlainCase(t *testing.T) {
 		{"one", "b", "queue", "queued", "ou_o", "oc_one", "om_10"},
 	}, items, "items in batch order, each routed as the general path would")
 
-	require.Equal(t, 10, countRows(t, st, `SELECT count(*) FROM lark_event`), "both keys (event and message) of taken messages only")
+	require.Zero(t, countRows(t, st, `SELECT count(*) FROM lark_event`), "a taken message's item is its record; nothing else is written")
 	var detail json.RawMessage
 	var target, actor string
 	require.NoError(t, st.DB().QueryRow(ctx, `SELECT actor, target, detail FROM audit
@@ -142,7 +142,21 @@ func TestEnqueueFastLeavesRepeatsAndFullInboxes(t *testing.T) {
 	require.Equal(t, []bool{false, false, false, true}, taken)
 	after := countRows(t, st, `SELECT (SELECT count(*) FROM lark_event) + (SELECT count(*) FROM inbox_item)
 		+ (SELECT count(*) FROM audit) + (SELECT count(*) FROM outbox)`)
-	require.Equal(t, before+5, after, "only the message for the other agent wrote its rows (two event keys, item, audit, receipt)")
+	require.Equal(t, before+3, after, "only the message for the other agent wrote its rows (item, audit, receipt)")
+
+	// A message the general path handled (its key is recorded) and a message that is an item
+	// of another agent already (its chat was bound elsewhere when it first came) are repeats.
+	handled := fastMsg(6, "oc_one", "ou_o")
+	_, err = st.DB().Exec(ctx, `INSERT INTO lark_event (event_id, event_type) VALUES ($1, 'im.message.receive_v1')`,
+		store.MessageEventID(handled.MessageID))
+	require.NoError(t, err)
+	elsewhere := otherAgent
+	elsewhere.ChatID, elsewhere.EventID = "oc_solo", "ev_rebound"
+	taken, err = st.EnqueueFast(ctx, fastOpts, []store.FastMessage{handled, elsewhere})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false}, taken)
+	require.Equal(t, after+1, countRows(t, st, `SELECT (SELECT count(*) FROM lark_event) + (SELECT count(*) FROM inbox_item)
+		+ (SELECT count(*) FROM audit) + (SELECT count(*) FROM outbox)`), "nothing written but the key inserted above")
 }
 
 // Within one batch the bound is exact: of five messages to an agent with room for three, the
@@ -167,10 +181,11 @@ func TestEnqueueFastValidates(t *testing.T) {
 	st := boundFixture(t)
 	ctx := t.Context()
 	for name, m := range map[string]store.FastMessage{
-		"no event": {ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "inbox", Text: "x"},
-		"no chat":  {EventID: "e", MessageID: "om", Sender: "ou_o", Mode: "inbox", Text: "x"},
-		"steer":    {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "steer", Text: "x"},
-		"no text":  {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "inbox"},
+		"no event":   {ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "inbox", Text: "x"},
+		"no message": {EventID: "e", ChatID: "oc_one", Sender: "ou_o", Mode: "inbox", Text: "x"},
+		"no chat":    {EventID: "e", MessageID: "om", Sender: "ou_o", Mode: "inbox", Text: "x"},
+		"steer":      {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "steer", Text: "x"},
+		"no text":    {EventID: "e", ChatID: "oc_one", MessageID: "om", Sender: "ou_o", Mode: "inbox"},
 	} {
 		_, err := st.EnqueueFast(ctx, fastOpts, []store.FastMessage{fastMsg(1, "oc_one", "ou_o"), m})
 		require.ErrorIs(t, err, store.ErrInvalid, name)

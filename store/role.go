@@ -85,7 +85,7 @@ func scanGoalAs(row pgx.Row) (GoalAs, error) {
 // applies; the caller then lists the agents and asks which.
 func MessageAgent(ctx context.Context, db DB, goalID, named string) (agentID string, ok bool, err error) {
 	var id *string
-	if err := db.QueryRow(ctx, `SELECT loopx_message_agent($1, $2)`, goalID, named).Scan(&id); err != nil {
+	if err := db.QueryRow(ctx, `SELECT agent_id FROM loopx_message_agent($1, $2)`, goalID, named).Scan(&id); err != nil {
 		return "", false, fmt.Errorf("resolve agent: %w", mapErr(err))
 	}
 	if id == nil {

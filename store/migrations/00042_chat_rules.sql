@@ -1,7 +1,8 @@
 -- The chat's rules in one place. Who may do what on a goal (loopx_role) and which agent a
 -- message reaches (loopx_message_agent) were written twice: in Go for the router and in the
--- SQL of the chat fast path. Both now call these functions, so they cannot drift. Both are
--- single-expression SQL functions, which the planner inlines into the calling statement.
+-- SQL of the chat fast path. Both now call these functions, so they cannot drift. loopx_role
+-- is a single-expression SQL function, which the planner inlines; loopx_message_agent, with
+-- its sub-selects, is not inlined as written here (migration 00082 makes it inlinable).
 
 -- +goose Up
 -- loopx_role: 'admin' (a service admin, LOOPX_ADMINS: may do everything), 'owner' (may steer,
