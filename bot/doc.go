@@ -24,11 +24,15 @@
 //
 // Sender: delivers outbox rows (Outbox, implemented over the store by cmd/loopx). Guarantees:
 //   - every send carries Lark's uuid = the row's uuid, so a retry after an ambiguous failure is
-//     one message; rows of one chat go one at a time in commit order;
-//   - every send first books a slot from the shared Limiter (per chat and per app, across all
-//     replicas) in one call and waits for it, or hands the row back when the slot is further
-//     than a quarter of the lease away; Lark rate limits wait x-ogw-ratelimit-reset, 5xx and timeouts back off, a
-//     rejected token is refetched once, permanent errors mark the row failed with Lark's code;
+//     one message; messages (text, cards, card updates) of one chat go one at a time in commit
+//     order; receipt reactions are a lane of their own (Lane), claimed by due time with their
+//     own workers, so a burst of receipts never holds a reply back;
+//   - every send first books a slot from the shared Limiter (RateLimits.Budgets: per chat, and
+//     per app per second and per minute, across all replicas; reactions only per app, on
+//     Lark's separate reaction limits) in one call and waits for it, or hands the row back
+//     when the slot is further than a quarter of the lease away; Lark rate limits wait
+//     x-ogw-ratelimit-reset, 5xx and timeouts back off, a rejected token is refetched once,
+//     permanent errors mark the row failed with Lark's code;
 //   - a claim is never held inside a database transaction during a Lark call, and on shutdown
 //     the sender finishes in-flight sends under a short deadline and releases what it holds;
 //   - a reaction (Lark gives it no uuid) that may already have reached Lark (a retry, a lapsed

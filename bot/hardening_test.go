@@ -131,7 +131,7 @@ func TestReactionNotDoubledAfterDatabaseBlip(t *testing.T) {
 		`INSERT INTO outbox (uuid, kind, receive_id, target_message, content) VALUES ('r-1', 'reaction', $1, $2, 'OK') RETURNING id`,
 		chat, d.MessageID).Scan(&id))
 	ob := &blipOutbox{Outbox: larkstore.Outbox{Store: e.st}, row: id}
-	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), ob, larkstore.Limiter{Store: e.st, Limits: bot.DefaultRateLimits},
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), ob, larkstore.Limiter{Store: e.st},
 		bot.SenderOptions{Owner: "blip", Logger: quietLogger(), Lease: 300 * time.Millisecond, Poll: 100 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -194,8 +194,8 @@ func (e *testBundle) startIntake(transport string) (*bot.Intake, string) {
 // startSender runs one sender (a replica) until the test ends.
 func (e *testBundle) startSender(name string, limits bot.RateLimits) *bot.Sender {
 	t := e.t
-	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: limits},
-		bot.SenderOptions{Owner: name, Logger: quietLogger(), RetryBase: 20 * time.Millisecond, Poll: 500 * time.Millisecond})
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st},
+		bot.SenderOptions{Owner: name, Limits: limits, Logger: quietLogger(), RetryBase: 20 * time.Millisecond, Poll: 500 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)

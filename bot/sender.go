@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,9 +33,10 @@ type OutboxMessage struct {
 
 // Outbox is the sender's view of the outbox table (implemented over the store by cmd/loopx).
 type Outbox interface {
-	// Claim takes up to limit due rows for owner until the lease ends: at most one per chat,
-	// each the oldest unsent row of its chat.
-	Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]OutboxMessage, error)
+	// Claim takes up to limit due rows of the lane for owner until the lease ends. In
+	// LaneMessages at most one per chat, each the oldest unsent row of its chat; in
+	// LaneReactions the due reactions in due order.
+	Claim(ctx context.Context, lane Lane, owner string, limit int, lease time.Duration) ([]OutboxMessage, error)
 	// MarkSent records the Lark message id ("" for reactions).
 	MarkSent(ctx context.Context, id int64, larkMessageID string) error
 	// MarkFailed gives up on the row, keeping Lark's code and a readable reason.
@@ -43,44 +45,87 @@ type Outbox interface {
 	Retry(ctx context.Context, id int64, owner string, after time.Duration, code int, reason string, countAttempt bool) error
 	// Release hands back every row owner holds.
 	Release(ctx context.Context, owner string) error
-	// NextDue tells how long until the next pending row is due; ok=false when none is pending.
-	NextDue(ctx context.Context) (wait time.Duration, ok bool, err error)
+	// NextDue tells how long until the lane's next pending row is due; ok=false when none is.
+	NextDue(ctx context.Context, lane Lane) (wait time.Duration, ok bool, err error)
 	// Listen calls wake on every outbox insert notification until ctx ends or it fails.
 	Listen(ctx context.Context, wake func()) error
 }
 
-// Limiter is the send budget shared by every replica.
-type Limiter interface {
-	// Take books the earliest send to chat that both the chat's and the app's budget allow.
-	// When that is at most maxWait away it is reserved (reserved = true) and the caller sends
-	// after waiting wait; otherwise nothing is booked and wait says when it could be.
-	Take(ctx context.Context, chat string, maxWait time.Duration) (wait time.Duration, reserved bool, err error)
+// Lane is a class of outbox rows sent independently of the other. Lark limits reactions apart
+// from messages, and a reaction targets a message that already exists, so receipts need no
+// place in their chat's order: a burst of receipts waiting for Lark's reaction budget never
+// holds a reply back.
+type Lane int
+
+const (
+	LaneMessages  Lane = iota // text, cards and card updates: each chat in commit order
+	LaneReactions             // receipt reactions, in due order
+)
+
+func (l Lane) String() string {
+	if l == LaneReactions {
+		return "reactions"
+	}
+	return "messages"
 }
 
-// RateLimits are Lark's send limits the Limiter enforces.
+// Budget is one cell-rate limit a send must fit: one send per Interval on average, bursts of
+// up to Burst. Scope names what it counts ("app", "chat:<id>", "reaction", ...).
+type Budget struct {
+	Scope    string
+	Interval time.Duration
+	Burst    int
+}
+
+// Limiter is the send budget shared by every replica.
+type Limiter interface {
+	// Take books the earliest send that every budget allows. When that is at most maxWait
+	// away it is reserved (reserved = true) and the caller sends after waiting wait;
+	// otherwise nothing is booked and wait says when it could be.
+	Take(ctx context.Context, budgets []Budget, maxWait time.Duration) (wait time.Duration, reserved bool, err error)
+}
+
+// RateLimits are Lark's send limits the Limiter enforces. Lark limits each API per app, per
+// second and per minute; messages also per chat. Zero fields take the defaults.
 type RateLimits struct {
-	PerChat int           // sends per Window to one chat (Lark: 5/s)
-	PerApp  int           // sends per Window for the app (Lark: 50/s)
-	Window  time.Duration // 1 s in production; tests may shrink it together with the sandbox's
+	PerChat         int           // message sends per Window to one chat (Lark: 5/s)
+	PerApp          int           // message sends per Window for the app (Lark: 50/s)
+	PerAppMinute    int           // message sends per 60 Windows for the app (Lark: 1,000/min)
+	Reactions       int           // reactions added per Window by the app (Lark: 50/s)
+	ReactionsMinute int           // reactions per 60 Windows (Lark: 1,000/min)
+	Window          time.Duration // 1 s in production; tests may shrink it together with the sandbox's
 }
 
 // DefaultRateLimits are Lark's documented limits.
-var DefaultRateLimits = RateLimits{PerChat: 5, PerApp: 50, Window: time.Second}
+var DefaultRateLimits = RateLimits{PerChat: 5, PerApp: 50, PerAppMinute: 1000, Reactions: 50, ReactionsMinute: 1000, Window: time.Second}
 
-// Spacing converts the limits to cell-rate parameters with a safety margin: a chat gets one send
-// per Window/(PerChat-1) with no burst (4/s for Lark's 5/s, so network jitter cannot make any
-// sliding second see 6), and the app one per Window/(0.8·PerApp) with a burst of 5 (at most
-// 45 in any second for Lark's 50).
-func (r RateLimits) Spacing() (chatInterval time.Duration, appInterval time.Duration, appBurst int) {
-	if r.Window <= 0 {
-		r = DefaultRateLimits
+// Budgets converts the limits to the cell-rate budgets one send of kind to chat must fit,
+// each with a safety margin. A chat gets one message per Window/(PerChat-1) with no burst (4/s
+// for Lark's 5/s, so network jitter cannot make any sliding second see 6). Per second the app
+// gets one call per Window/(0.8·limit) with a burst of 5 (at most 45 in any second for 50);
+// per minute one per 60·Window/(0.85·limit) with a burst of a tenth (at most 950 in any
+// minute for 1,000). Messages and card updates share the message budgets; reactions have
+// their own and no chat budget.
+func (r RateLimits) Budgets(kind, chat string) []Budget {
+	d := DefaultRateLimits
+	r.Window = cmp.Or(r.Window, d.Window)
+	perSecond := func(scope string, n int) Budget {
+		return Budget{Scope: scope, Interval: r.Window / time.Duration(max(n*8/10, 1)), Burst: max(min(5, n/10), 1)}
 	}
-	perChat := max(r.PerChat-1, 1)
-	chatInterval = r.Window / time.Duration(perChat)
-	perApp := max(r.PerApp*8/10, 1)
-	appInterval = r.Window / time.Duration(perApp)
-	appBurst = max(min(5, r.PerApp/10), 1)
-	return chatInterval, appInterval, appBurst
+	perMinute := func(scope string, n int) Budget {
+		return Budget{Scope: scope, Interval: 60 * r.Window / time.Duration(max(n*85/100, 1)), Burst: max(n/10, 1)}
+	}
+	if kind == "reaction" {
+		return []Budget{
+			perSecond("reaction", cmp.Or(r.Reactions, d.Reactions)),
+			perMinute("reaction:minute", cmp.Or(r.ReactionsMinute, d.ReactionsMinute)),
+		}
+	}
+	return []Budget{
+		{Scope: "chat:" + chat, Interval: r.Window / time.Duration(max(cmp.Or(r.PerChat, d.PerChat)-1, 1)), Burst: 1},
+		perSecond("app", cmp.Or(r.PerApp, d.PerApp)),
+		perMinute("app:minute", cmp.Or(r.PerAppMinute, d.PerAppMinute)),
+	}
 }
 
 // Size limits Lark enforces on content.
@@ -95,8 +140,12 @@ type SenderOptions struct {
 	Logger  *slog.Logger
 	Metrics *Metrics
 	Now     func() time.Time
+	// Limits are the send limits booked with the Limiter. Default DefaultRateLimits.
+	Limits RateLimits
 	// Concurrency is how many chats are served at once. Default 8.
 	Concurrency int
+	// ReactionConcurrency is how many reactions are sent at once. Default 8.
+	ReactionConcurrency int
 	// Lease is how long a claim lasts before another sender may take the row. Default 30 s.
 	Lease time.Duration
 	// Poll is the fallback wake-up when no notification arrives. Default 2 s.
@@ -118,7 +167,8 @@ type Sender struct {
 	log  *slog.Logger
 	m    *Metrics
 	now  func() time.Time
-	wake chan struct{}
+	// wake has one channel per lane: a notification wakes both, a finished send its own.
+	wake [2]chan struct{}
 
 	// unrecorded are rows Lark accepted whose MarkSent failed (the database was away): they
 	// are recorded at the next turn of the loop and before Release, so a shutdown never
@@ -170,6 +220,12 @@ func NewSender(cli *Client, ob Outbox, lim Limiter, opts SenderOptions) (*Sender
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
 	}
+	if opts.ReactionConcurrency <= 0 {
+		opts.ReactionConcurrency = 8
+	}
+	if opts.Limits == (RateLimits{}) {
+		opts.Limits = DefaultRateLimits
+	}
 	if opts.Lease <= 0 {
 		opts.Lease = 30 * time.Second
 	}
@@ -186,7 +242,7 @@ func NewSender(cli *Client, ob Outbox, lim Limiter, opts SenderOptions) (*Sender
 		opts.RetryBase = 200 * time.Millisecond
 	}
 	s := &Sender{cli: cli, ob: ob, lim: lim, opt: opts, log: opts.Logger, m: opts.Metrics, now: opts.Now,
-		wake: make(chan struct{}, 1)}
+		wake: [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -203,9 +259,15 @@ func NewSender(cli *Client, ob Outbox, lim Limiter, opts SenderOptions) (*Sender
 // process (the outbox notification covers other processes).
 func (s *Sender) Wake() { s.poke() }
 
+// poke wakes every lane.
 func (s *Sender) poke() {
+	s.pokeLane(LaneMessages)
+	s.pokeLane(LaneReactions)
+}
+
+func (s *Sender) pokeLane(l Lane) {
 	select {
-	case s.wake <- struct{}{}:
+	case s.wake[l] <- struct{}{}:
 	default:
 	}
 }
@@ -222,37 +284,10 @@ func (s *Sender) Run(ctx context.Context) error {
 	listeners.Go(func() { s.listen(ctx) })
 	defer listeners.Wait()
 
-	sem := make(chan struct{}, s.opt.Concurrency)
-	var inflight sync.WaitGroup
-	var rechecks []time.Time
-	var lastClaim time.Time
-	for ctx.Err() == nil {
-		free := s.opt.Concurrency - len(sem)
-		var claims []OutboxMessage
-		if free > 0 {
-			if !s.pause(ctx, lastClaim.Add(minClaimGap).Sub(s.now())) {
-				break
-			}
-			lastClaim = s.now()
-			s.flushUnrecorded(ctx)
-			var err error
-			claims, err = s.ob.Claim(ctx, s.opt.Owner, free, s.opt.Lease)
-			if err != nil && ctx.Err() == nil {
-				s.log.ErrorContext(ctx, "claim outbox rows", "err", err)
-			}
-		}
-		for _, c := range claims {
-			sem <- struct{}{}
-			inflight.Go(func() {
-				defer func() { <-sem; s.poke() }()
-				s.deliver(sendCtx, c)
-			})
-		}
-		if len(claims) > 0 && len(claims) == free {
-			continue // there may be more due right now
-		}
-		rechecks = s.sleep(ctx, free, rechecks)
-	}
+	var inflight, lanes sync.WaitGroup
+	lanes.Go(func() { s.runLane(ctx, sendCtx, LaneMessages, s.opt.Concurrency, &inflight) })
+	lanes.Go(func() { s.runLane(ctx, sendCtx, LaneReactions, s.opt.ReactionConcurrency, &inflight) })
+	lanes.Wait()
 
 	done := make(chan struct{})
 	go func() { inflight.Wait(); close(done) }()
@@ -278,6 +313,41 @@ func (s *Sender) Run(ctx context.Context) error {
 		return fmt.Errorf("release outbox claims: %w", err)
 	}
 	return nil
+}
+
+// runLane claims and delivers the lane's rows, at most concurrency at once, until ctx ends.
+// The sends it starts join inflight, which Run waits for.
+func (s *Sender) runLane(ctx, sendCtx context.Context, lane Lane, concurrency int, inflight *sync.WaitGroup) {
+	sem := make(chan struct{}, concurrency)
+	var rechecks []time.Time
+	var lastClaim time.Time
+	for ctx.Err() == nil {
+		free := concurrency - len(sem)
+		var claims []OutboxMessage
+		if free > 0 {
+			if !s.pause(ctx, lastClaim.Add(minClaimGap).Sub(s.now())) {
+				return
+			}
+			lastClaim = s.now()
+			s.flushUnrecorded(ctx)
+			var err error
+			claims, err = s.ob.Claim(ctx, lane, s.opt.Owner, free, s.opt.Lease)
+			if err != nil && ctx.Err() == nil {
+				s.log.ErrorContext(ctx, "claim outbox rows", "lane", lane, "err", err)
+			}
+		}
+		for _, c := range claims {
+			sem <- struct{}{}
+			inflight.Go(func() {
+				defer func() { <-sem; s.pokeLane(lane) }()
+				s.deliver(sendCtx, c)
+			})
+		}
+		if len(claims) > 0 && len(claims) == free {
+			continue // there may be more due right now
+		}
+		rechecks = s.sleep(ctx, lane, free, rechecks)
+	}
 }
 
 // minClaimGap spaces the claims. Every commit that writes an outbox row wakes the sender, and
@@ -308,7 +378,7 @@ const recheckSoon, recheckLater = 40 * time.Millisecond, 150 * time.Millisecond
 
 // sleep waits for a wake-up, a pending recheck, the next due row, or the fallback poll, and
 // returns the rechecks still ahead.
-func (s *Sender) sleep(ctx context.Context, free int, rechecks []time.Time) []time.Time {
+func (s *Sender) sleep(ctx context.Context, lane Lane, free int, rechecks []time.Time) []time.Time {
 	now := s.now()
 	for len(rechecks) > 0 && !rechecks[0].After(now) {
 		rechecks = rechecks[1:]
@@ -318,7 +388,7 @@ func (s *Sender) sleep(ctx context.Context, free int, rechecks []time.Time) []ti
 		wait = min(wait, rechecks[0].Sub(now))
 	}
 	if free > 0 {
-		if d, ok, err := s.ob.NextDue(ctx); err == nil && ok {
+		if d, ok, err := s.ob.NextDue(ctx, lane); err == nil && ok {
 			wait = min(wait, max(d, 5*time.Millisecond))
 		}
 	}
@@ -326,7 +396,7 @@ func (s *Sender) sleep(ctx context.Context, free int, rechecks []time.Time) []ti
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-s.wake:
+	case <-s.wake[lane]:
 		now = s.now()
 		rechecks = append(rechecks[:0], now.Add(recheckSoon), now.Add(recheckLater))
 	case <-t.C:
@@ -451,7 +521,7 @@ func (s *Sender) send(ctx context.Context, c OutboxMessage, msgType, content, re
 // quarter of the lease is not booked: the row is handed back (errRateWait) rather than holding
 // a claim idle.
 func (s *Sender) takeSlot(ctx context.Context, c OutboxMessage) error {
-	wait, reserved, err := s.lim.Take(ctx, c.ReceiveID, s.opt.Lease/4)
+	wait, reserved, err := s.lim.Take(ctx, s.opt.Limits.Budgets(c.Kind, c.ReceiveID), s.opt.Lease/4)
 	if err != nil {
 		return retry.RetryableError(err) // the store's error already says "take send slot"
 	}

@@ -91,7 +91,7 @@ func TestCommittedReplyIsSentWithin100ms(t *testing.T) {
 	t.Parallel()
 	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	// A 10 s fallback poll: only the outbox notification can make these sends quick.
-	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: bot.DefaultRateLimits},
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st},
 		bot.SenderOptions{Owner: "lat", Logger: quietLogger(), Poll: 10 * time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -116,6 +116,48 @@ func TestCommittedReplyIsSentWithin100ms(t *testing.T) {
 	// The median keeps the assertion about the mechanism, not about a loaded CI machine.
 	require.Less(t, lat[len(lat)/2], 100*time.Millisecond)
 	require.Less(t, lat[len(lat)-1], time.Second, "never the fallback poll")
+}
+
+// Receipts are their own lane: a reply committed behind a burst of receipt reactions in the
+// same chat goes out at once, while the reactions drain within Lark's reaction budget.
+func TestReceiptBurstNeverHoldsAReply(t *testing.T) {
+	t.Parallel()
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
+	chat := e.sb.DefaultChatID()
+	d, err := e.sb.UserSays(chat, sandbox.ChatGroup, owner, "hello", sandbox.MentionBot())
+	require.NoError(t, err)
+	require.True(t, waitDelivery(t, d).Acked)
+	const n = 120
+	for i := range n {
+		_, err := e.st.DB().Exec(t.Context(), `INSERT INTO outbox (uuid, kind, receive_id, target_message, content)
+VALUES ($1, 'reaction', $2, $3, 'OK')`, fmt.Sprintf("r-%03d", i), chat, d.MessageID)
+		require.NoError(t, err)
+	}
+	e.startSender("s1", bot.DefaultRateLimits)
+	reactions := func() []sandbox.Reaction {
+		m, ok := e.sb.Message(d.MessageID)
+		require.True(t, ok)
+		return m.Reactions
+	}
+	require.Eventually(t, func() bool { return len(reactions()) >= 10 }, 5*time.Second, 5*time.Millisecond)
+	start := time.Now()
+	e.insertOutbox("text", chat, "the reply", "u-reply")
+	require.Eventually(t, func() bool { return len(e.sb.Chat(chat).BotMessages()) == 1 }, 5*time.Second, time.Millisecond)
+	replyLatency := time.Since(start)
+	require.Less(t, len(reactions()), n, "the reply went out while receipts were still queued")
+	require.Less(t, replyLatency, time.Second, "the reply did not wait behind the receipts")
+	require.Eventually(t, func() bool { return e.count(`SELECT count(*) FROM outbox WHERE state <> 'sent'`) == 0 }, 30*time.Second, 10*time.Millisecond)
+	got := reactions()
+	require.Len(t, got, e.count(`SELECT count(*) FROM outbox WHERE kind = 'reaction'`), "each reaction row sent once")
+	// Within the budget: at most 45 reactions in any one second (Lark allows 50).
+	for i := range got {
+		j := i
+		for j < len(got) && got[j].At.Sub(got[i].At) < time.Second {
+			j++
+		}
+		require.LessOrEqual(t, j-i, 45, "reactions in the second after %s", got[i].At)
+	}
+	t.Logf("reply latency behind %d receipts: %s; receipts drained in %s", n, replyLatency, got[len(got)-1].At.Sub(got[0].At))
 }
 
 func TestPermanentFailuresAreMarkedWithTheirCode(t *testing.T) {
@@ -216,7 +258,7 @@ func TestSenderShutdownFinishesInFlightAndReleases(t *testing.T) {
 	e.insertOutbox("text", chat, "slow", "sd-1")
 	e.insertOutbox("text", chat, "queued", "sd-2")
 	e.sb.FailNext(sandbox.RouteCreate, 1, sandbox.Fail{Delay: 800 * time.Millisecond})
-	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: bot.DefaultRateLimits},
+	s, err := bot.NewSender(bot.NewClient(e.cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st},
 		bot.SenderOptions{Owner: "sd", Logger: quietLogger()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -243,7 +285,7 @@ func TestWrongAppSecretFailsWithTheTokenCode(t *testing.T) {
 	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	cfg := e.cfg
 	cfg.AppSecret = "not-the-secret"
-	s, err := bot.NewSender(bot.NewClient(cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st, Limits: bot.DefaultRateLimits},
+	s, err := bot.NewSender(bot.NewClient(cfg, 5*time.Second), larkstore.Outbox{Store: e.st}, larkstore.Limiter{Store: e.st},
 		bot.SenderOptions{Owner: "bad", Logger: quietLogger(), MaxAttempts: 2, Poll: 100 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -219,39 +219,37 @@ type OutboxClaim struct {
 	Reclaimed bool
 }
 
-// outboxHeads is a WITH clause naming each chat's oldest unsent row (id) in heads: only a head
-// may be sent, which keeps every chat in commit order. It skips from chat to chat along the
-// outbox_chat_head index, one probe per chat, instead of reading every unsent row: the sender
-// runs it at every wake-up, and during a burst thousands of rows wait behind the send limits
-// (a full scan per claim then took database time from the intake).
+// The outbox has two send lanes. The message lane (every kind but "reaction") keeps each
+// chat in commit order; the reaction lane (receipts) is claimed by due time alone: a reaction
+// targets a message that already exists, and Lark limits reactions apart from messages, so a
+// burst of receipts never holds a reply back.
+type OutboxLane int
+
+const (
+	OutboxMessages  OutboxLane = iota // text, card and card_update rows, per chat in order
+	OutboxReactions                   // reaction rows, by due time
+)
+
+// outboxHeads is a WITH clause naming each chat's oldest unsent message-lane row (id) in
+// heads: only a head may be sent, which keeps every chat in commit order. It skips from chat
+// to chat along the outbox_chat_head index, one probe per chat, instead of reading every
+// unsent row: the sender runs it at every wake-up.
 const outboxHeads = `
 WITH RECURSIVE heads AS (
     (SELECT receive_id, id FROM outbox
-     WHERE state IN ('pending', 'sending') ORDER BY receive_id, id LIMIT 1)
+     WHERE state IN ('pending', 'sending') AND kind <> 'reaction' ORDER BY receive_id, id LIMIT 1)
     UNION ALL
     SELECT nxt.receive_id, nxt.id FROM heads h CROSS JOIN LATERAL (
         SELECT receive_id, id FROM outbox
-        WHERE state IN ('pending', 'sending') AND receive_id > h.receive_id
+        WHERE state IN ('pending', 'sending') AND kind <> 'reaction' AND receive_id > h.receive_id
         ORDER BY receive_id, id LIMIT 1) nxt
 )`
 
-// ClaimOutbox claims up to limit due outbox rows for owner until now()+lease, in one short
-// transaction. Only the oldest unfinished row of each chat (receive_id) is eligible, and only
-// while no other row of that chat is claimed, so rows of one chat are sent one at a time in
-// commit (id) order whatever the number of senders. Rows whose claim expired are claimable again.
-func (s *Store) ClaimOutbox(ctx context.Context, owner string, limit int, lease time.Duration) ([]OutboxClaim, error) {
-	if owner == "" {
-		return nil, Errorf(ErrInvalid, "owner", "is empty; name the sender that claims")
-	}
-	if limit <= 0 {
-		return nil, Errorf(ErrInvalid, "limit", "must be positive, got %d", limit)
-	}
-	var out []OutboxClaim
-	err := s.WithTx(ctx, func(tx *Tx) error {
-		// The heads CTE sees the statement snapshot; a head another sender claimed and
-		// committed meanwhile is re-checked by FOR UPDATE and dropped, and the rows behind it
-		// never qualify because they are not heads in this snapshot.
-		rows, err := tx.Query(ctx, outboxHeads+`, picked AS (
+// pickMessages (the message lane) picks due chat heads. The heads CTE sees the statement
+// snapshot; a head another sender claimed and committed meanwhile is re-checked by FOR UPDATE
+// and dropped, and the rows behind it never qualify because they are not heads in this
+// snapshot.
+const pickMessages = outboxHeads + `, picked AS (
     SELECT o.id, o.state = 'sending' AS reclaimed
     FROM outbox o JOIN heads h ON h.id = o.id
     WHERE (o.state = 'pending' AND o.next_attempt_at <= now())
@@ -259,7 +257,49 @@ func (s *Store) ClaimOutbox(ctx context.Context, owner string, limit int, lease 
     ORDER BY o.next_attempt_at, o.id
     LIMIT $1
     FOR UPDATE OF o SKIP LOCKED
-)
+)`
+
+// pickReactions (the reaction lane) picks lapsed claims first, then due rows in due order,
+// each along its own partial index.
+const pickReactions = `
+WITH lapsed AS (
+    SELECT id, true AS reclaimed FROM outbox
+    WHERE state = 'sending' AND claimed_until < now() AND kind = 'reaction'
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT id, false AS reclaimed FROM outbox
+    WHERE state = 'pending' AND kind = 'reaction' AND next_attempt_at <= now()
+    ORDER BY next_attempt_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT * FROM lapsed UNION ALL SELECT * FROM due LIMIT $1
+)`
+
+// ClaimOutbox claims up to limit due rows of one lane for owner until now()+lease, in one
+// short transaction. In the message lane only the oldest unfinished row of each chat
+// (receive_id) is eligible, and only while no other row of that chat is claimed, so a chat's
+// messages are sent one at a time in commit (id) order whatever the number of senders. Rows
+// whose claim expired are claimable again.
+func (s *Store) ClaimOutbox(ctx context.Context, lane OutboxLane, owner string, limit int, lease time.Duration) ([]OutboxClaim, error) {
+	if owner == "" {
+		return nil, Errorf(ErrInvalid, "owner", "is empty; name the sender that claims")
+	}
+	if limit <= 0 {
+		return nil, Errorf(ErrInvalid, "limit", "must be positive, got %d", limit)
+	}
+	pick := pickMessages
+	switch lane {
+	case OutboxMessages:
+	case OutboxReactions:
+		pick = pickReactions
+	default:
+		return nil, Errorf(ErrInvalid, "lane", "unknown outbox lane %d", lane)
+	}
+	var out []OutboxClaim
+	err := s.WithTx(ctx, func(tx *Tx) error {
+		rows, err := tx.Query(ctx, pick+`
 UPDATE outbox o
 SET state = 'sending', claimed_by = $2, claimed_until = now() + $3 * interval '1 microsecond'
 FROM picked
@@ -383,14 +423,26 @@ WHERE state = 'sending' AND claimed_by = $1`, owner)
 	return n, err
 }
 
-// NextOutboxDue returns how long until a row becomes claimable (0 when one is now), or ok=false
-// when nothing is unsent. Senders sleep that long instead of polling blindly.
-func (s *Store) NextOutboxDue(ctx context.Context) (wait time.Duration, ok bool, err error) {
+// NextOutboxDue returns how long until a row of the lane becomes claimable (0 when one is
+// now), or ok=false when the lane has nothing unsent. Senders sleep that long instead of
+// polling blindly.
+func (s *Store) NextOutboxDue(ctx context.Context, lane OutboxLane) (wait time.Duration, ok bool, err error) {
+	var q string
+	switch lane {
+	case OutboxMessages:
+		// Only chat heads can be claimed; a due row queued behind its chat's head is not due yet.
+		q = outboxHeads + `
+SELECT min(CASE WHEN o.state = 'pending' THEN o.next_attempt_at ELSE o.claimed_until END)
+FROM heads h JOIN outbox o ON o.id = h.id`
+	case OutboxReactions:
+		q = `SELECT least(
+    (SELECT min(next_attempt_at) FROM outbox WHERE state = 'pending' AND kind = 'reaction'),
+    (SELECT min(claimed_until) FROM outbox WHERE state = 'sending' AND kind = 'reaction'))`
+	default:
+		return 0, false, Errorf(ErrInvalid, "lane", "unknown outbox lane %d", lane)
+	}
 	var us *int64
-	// Only chat heads can be claimed; a due row queued behind its chat's head is not due yet.
-	err = s.DB().QueryRow(ctx, outboxHeads+`
-SELECT (extract(epoch FROM min(CASE WHEN o.state = 'pending' THEN o.next_attempt_at ELSE o.claimed_until END) - now()) * 1e6)::bigint
-FROM heads h JOIN outbox o ON o.id = h.id`).Scan(&us)
+	err = s.DB().QueryRow(ctx, `SELECT (extract(epoch FROM due - now()) * 1e6)::bigint FROM (`+q+`) d(due)`).Scan(&us)
 	if err != nil {
 		return 0, false, fmt.Errorf("read next outbox due time: %w", mapErr(err))
 	}

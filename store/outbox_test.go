@@ -42,7 +42,7 @@ func TestClaimOutboxKeepsChatOrderAcrossSenders(t *testing.T) {
 		wg.Go(func() {
 			owner := fmt.Sprintf("w%d", w)
 			for {
-				claims, err := s.ClaimOutbox(ctx, owner, 2, 30*time.Second)
+				claims, err := s.ClaimOutbox(ctx, store.OutboxMessages, owner, 2, 30*time.Second)
 				if !assertNoErr(t, err) {
 					return
 				}
@@ -94,12 +94,12 @@ func TestClaimOutboxBlocksChatBehindClaimedOrRescheduledHead(t *testing.T) {
 	first := insertOutbox(t, s, "text", "oc_x", "one")
 	insertOutbox(t, s, "text", "oc_x", "two")
 
-	claims, err := s.ClaimOutbox(ctx, "a", 10, time.Minute)
+	claims, err := s.ClaimOutbox(ctx, store.OutboxMessages, "a", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
 	require.Equal(t, first, claims[0].ID)
 
-	again, err := s.ClaimOutbox(ctx, "b", 10, time.Minute)
+	again, err := s.ClaimOutbox(ctx, store.OutboxMessages, "b", 10, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, again, "the second row of a chat must wait for the first")
 
@@ -108,14 +108,63 @@ func TestClaimOutboxBlocksChatBehindClaimedOrRescheduledHead(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrConflict)
 	require.NoError(t, s.RescheduleOutbox(ctx, first, "a", time.Hour, 99991400, "rate limited", false))
 
-	again, err = s.ClaimOutbox(ctx, "b", 10, time.Minute)
+	again, err = s.ClaimOutbox(ctx, store.OutboxMessages, "b", 10, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, again, "a rescheduled head keeps its chat behind it")
 
-	wait, ok, err := s.NextOutboxDue(ctx)
+	wait, ok, err := s.NextOutboxDue(ctx, store.OutboxMessages)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Greater(t, wait, 50*time.Minute)
+}
+
+// Receipt reactions are their own lane: a chat's held-back head never delays them, the
+// message lane never returns them, and a lapsed reaction claim is taken again (reclaimed, so
+// the sender looks before it adds).
+func TestClaimOutboxReactionLane(t *testing.T) {
+	t.Parallel()
+	s := storetest.New(t, store.Options{})
+	ctx := t.Context()
+	head := insertOutbox(t, s, "text", "oc_l", "reply")
+	var r1, r2 int64
+	for _, r := range []*int64{&r1, &r2} {
+		require.NoError(t, s.DB().QueryRow(ctx, `
+INSERT INTO outbox (uuid, kind, receive_id, target_message, content) VALUES (gen_random_uuid()::text, 'reaction', 'oc_l', 'om_x', 'OK') RETURNING id`).Scan(r))
+	}
+	msgs, err := s.ClaimOutbox(ctx, store.OutboxMessages, "a", 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.Equal(t, head, msgs[0].ID, "the message lane holds no reaction")
+	require.NoError(t, s.RescheduleOutbox(ctx, head, "a", time.Hour, 99991400, "rate limited", false))
+
+	wait, ok, err := s.NextOutboxDue(ctx, store.OutboxReactions)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Zero(t, wait, "both reactions are due now, whatever their chat's head waits for")
+	got, err := s.ClaimOutbox(ctx, store.OutboxReactions, "a", 1, time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, r1, got[0].ID, "due order")
+	require.False(t, got[0].Reclaimed)
+	time.Sleep(20 * time.Millisecond)
+	got, err = s.ClaimOutbox(ctx, store.OutboxReactions, "b", 5, time.Minute)
+	require.NoError(t, err)
+	reclaimed := map[int64]bool{}
+	for _, c := range got {
+		reclaimed[c.ID] = c.Reclaimed
+	}
+	require.Equal(t, map[int64]bool{r1: true, r2: false}, reclaimed, "the lapsed claim is taken again, marked reclaimed")
+	_, ok, err = s.NextOutboxDue(ctx, store.OutboxReactions)
+	require.NoError(t, err)
+	require.True(t, ok, "claimed rows are due again when their claim lapses")
+	for _, id := range []int64{r1, r2} {
+		require.NoError(t, s.MarkOutboxSent(ctx, id, ""))
+	}
+	_, ok, err = s.NextOutboxDue(ctx, store.OutboxReactions)
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, err = s.ClaimOutbox(ctx, store.OutboxLane(7), "b", 5, time.Minute)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 func TestClaimOutboxReclaimsExpiredLeaseAndRelease(t *testing.T) {
@@ -124,11 +173,11 @@ func TestClaimOutboxReclaimsExpiredLeaseAndRelease(t *testing.T) {
 	ctx := t.Context()
 	id := insertOutbox(t, s, "text", "oc_y", "hello")
 
-	claims, err := s.ClaimOutbox(ctx, "a", 1, time.Millisecond)
+	claims, err := s.ClaimOutbox(ctx, store.OutboxMessages, "a", 1, time.Millisecond)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
 	time.Sleep(20 * time.Millisecond)
-	claims, err = s.ClaimOutbox(ctx, "b", 1, time.Minute)
+	claims, err = s.ClaimOutbox(ctx, store.OutboxMessages, "b", 1, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, claims, 1, "an expired claim is claimable again")
 	require.Equal(t, id, claims[0].ID)
@@ -136,7 +185,7 @@ func TestClaimOutboxReclaimsExpiredLeaseAndRelease(t *testing.T) {
 	n, err := s.ReleaseOutboxClaims(ctx, "b")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
-	claims, err = s.ClaimOutbox(ctx, "c", 1, time.Minute)
+	claims, err = s.ClaimOutbox(ctx, store.OutboxMessages, "c", 1, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
 }
@@ -147,7 +196,7 @@ func TestMarkOutboxFailedIsVisible(t *testing.T) {
 	ctx := t.Context()
 	id := insertOutbox(t, s, "text", "oc_z", "hi")
 	insertOutbox(t, s, "text", "oc_other", "hi")
-	claims, err := s.ClaimOutbox(ctx, "a", 5, time.Minute)
+	claims, err := s.ClaimOutbox(ctx, store.OutboxMessages, "a", 5, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, claims, 2)
 	require.NoError(t, s.MarkOutboxFailed(ctx, id, "a", 230002, "bot is not in chat oc_z"))
@@ -186,11 +235,11 @@ func TestClaimResolvesCardUpdateTarget(t *testing.T) {
 	require.NoError(t, s.DB().QueryRow(ctx, `
 INSERT INTO outbox (uuid, kind, receive_id, content, update_of) VALUES ('u-upd', 'card_update', 'oc_c', '{}', $1) RETURNING id`,
 		card).Scan(&upd))
-	claims, err := s.ClaimOutbox(ctx, "a", 5, time.Minute)
+	claims, err := s.ClaimOutbox(ctx, store.OutboxMessages, "a", 5, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
 	require.NoError(t, s.MarkOutboxSent(ctx, card, "om_card"))
-	claims, err = s.ClaimOutbox(ctx, "a", 5, time.Minute)
+	claims, err = s.ClaimOutbox(ctx, store.OutboxMessages, "a", 5, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
 	require.Equal(t, upd, claims[0].ID)

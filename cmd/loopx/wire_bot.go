@@ -74,7 +74,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	}
 
 	registerOutboxGauges(d)
-	sender, err := bot.NewSender(client, larkstore.Outbox{Store: d.store}, larkstore.Limiter{Store: d.store, Limits: bot.DefaultRateLimits}, bot.SenderOptions{
+	sender, err := bot.NewSender(client, larkstore.Outbox{Store: d.store}, larkstore.Limiter{Store: d.store}, bot.SenderOptions{
 		Owner: d.cfg.Replica + "/" + randomHex(3), Logger: logger, Metrics: metrics, Now: d.now,
 		// Leave the http component a second of the shutdown grace after the last send.
 		Grace: shutdownGrace - 2*time.Second,

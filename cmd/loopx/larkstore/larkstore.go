@@ -23,8 +23,8 @@ var (
 )
 
 // Claim leases up to limit due rows to owner.
-func (o Outbox) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]bot.OutboxMessage, error) {
-	cs, err := o.Store.ClaimOutbox(ctx, owner, limit, lease)
+func (o Outbox) Claim(ctx context.Context, lane bot.Lane, owner string, limit int, lease time.Duration) ([]bot.OutboxMessage, error) {
+	cs, err := o.Store.ClaimOutbox(ctx, outboxLane(lane), owner, limit, lease)
 	if err != nil {
 		return nil, err
 	}
@@ -59,9 +59,16 @@ func (o Outbox) Release(ctx context.Context, owner string) error {
 	return err
 }
 
-// NextDue tells how long until the next row is due.
-func (o Outbox) NextDue(ctx context.Context) (time.Duration, bool, error) {
-	return o.Store.NextOutboxDue(ctx)
+// NextDue tells how long until the lane's next row is due.
+func (o Outbox) NextDue(ctx context.Context, lane bot.Lane) (time.Duration, bool, error) {
+	return o.Store.NextOutboxDue(ctx, outboxLane(lane))
+}
+
+func outboxLane(l bot.Lane) store.OutboxLane {
+	if l == bot.LaneReactions {
+		return store.OutboxReactions
+	}
+	return store.OutboxMessages
 }
 
 // Listen calls wake on every outbox notification until ctx ends.
@@ -69,17 +76,14 @@ func (o Outbox) Listen(ctx context.Context, wake func()) error {
 	return o.Store.Listen(ctx, store.OutboxNotifyChannel, wake)
 }
 
-// Limiter keeps Lark's send limits in PostgreSQL, shared by every replica.
-type Limiter struct {
-	Store  *store.Store
-	Limits bot.RateLimits
-}
+// Limiter keeps the send budgets in PostgreSQL, shared by every replica.
+type Limiter struct{ Store *store.Store }
 
-// Take books a send to chat under both the chat's and the app's limit (see bot.Limiter).
-func (l Limiter) Take(ctx context.Context, chat string, maxWait time.Duration) (time.Duration, bool, error) {
-	chatEvery, appEvery, appBurst := l.Limits.Spacing()
-	return l.Store.TakeSendSlot(ctx, []store.RateScope{
-		{Scope: "chat:" + chat, Interval: chatEvery, Burst: 1},
-		{Scope: "app", Interval: appEvery, Burst: appBurst},
-	}, maxWait)
+// Take books a send under every budget at once (see bot.Limiter).
+func (l Limiter) Take(ctx context.Context, budgets []bot.Budget, maxWait time.Duration) (time.Duration, bool, error) {
+	scopes := make([]store.RateScope, len(budgets))
+	for i, b := range budgets {
+		scopes[i] = store.RateScope{Scope: b.Scope, Interval: b.Interval, Burst: b.Burst}
+	}
+	return l.Store.TakeSendSlot(ctx, scopes, maxWait)
 }
