@@ -160,13 +160,13 @@ type SenderOptions struct {
 
 // Sender delivers outbox rows to Lark.
 type Sender struct {
-	cli  *Client
-	ob   Outbox
-	lim  Limiter
-	opt  SenderOptions
-	log  *slog.Logger
-	m    *Metrics
-	now  func() time.Time
+	cli *Client
+	ob  Outbox
+	lim Limiter
+	opt SenderOptions
+	log *slog.Logger
+	m   *Metrics
+	now func() time.Time
 	// wake has one channel per lane: a notification wakes both, a finished send its own.
 	wake [2]chan struct{}
 
