@@ -36,7 +36,7 @@ func serveTarget(t *testing.T, bin, dbURL string) ingestTarget {
 		"LOOPX_SCHEDULER": "off", "LOG_LEVEL": "warn",
 		// As the in-process mode: a few hundred items per agent stay pending, none refused.
 	})
-	return ingestTarget{eventsURL: s.url + "/lark/events", appID: sb.AppID(), botOpenID: sb.BotOpenID(), serve: s,
+	return ingestTarget{eventsURL: s.url + "/lark/events", appID: sb.AppID(), botOpenID: sb.BotOpenID(), serve: s, sb: sb,
 		// The message is stored in the sandbox (a group message without the mention is not
 		// delivered by it), so serve's receipt reaction lands on a live message as on Lark.
 		messageID: func(n int64, chatID string) string {
