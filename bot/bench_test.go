@@ -36,7 +36,8 @@ import (
 // pgbench committing the same rows an event's effect is (its inbox item, audit row and receipt
 // outbox row; one statement per transaction, no checks): the baseline the ingest ratio is
 // measured against. Each phase also reports the CPU time per event of serve, PostgreSQL and
-// this process. With LOOPX_BENCH_SERVE it then measures sends (bench_send_test.go): replies
+// this process, beside the CPU per transaction of PostgreSQL and pgbench in the same-rows
+// baseline. With LOOPX_BENCH_SERVE it then measures sends (bench_send_test.go): replies
 // committed during the 8-sender phase, receipts at light load, and the receipt backlog after
 // a burst. A paced 1,000 events/s run for 30 s follows (LOOPX_BENCH_STEADY=rate,seconds). Events go through the real router to
 // benchGoals bound goals; LOOPX_BENCH_HANDLER=standin uses the lighter test stand-in, =noop
@@ -151,8 +152,8 @@ func TestIngestBenchmark(t *testing.T) {
 	if tgt.serve != nil {
 		fmt.Fprintf(&out, "events pushed to loopx serve (pid %d) over HTTP: real router, outbox sender, receipts to the Lark sandbox\n", tgt.serve.pid())
 	}
-	fmt.Fprintf(&out, "%-8s %8s %12s %10s %10s %14s %8s %14s %8s   %s\n", "senders", "events", "events/s", "ack p50", "ack p99",
-		"pgbench tps", "ratio", "same rows", "ratio", "CPU µs/event: serve, postgres, generator")
+	fmt.Fprintf(&out, "%-8s %8s %12s %10s %10s %14s %8s %14s %8s   %s   %s\n", "senders", "events", "events/s", "ack p50", "ack p99",
+		"pgbench tps", "ratio", "same rows", "ratio", "CPU µs/event: serve, postgres, generator", "same rows CPU µs/tx: postgres, pgbench")
 	servePID := 0
 	if tgt.serve != nil {
 		servePID = tgt.serve.pid()
@@ -208,12 +209,15 @@ func TestIngestBenchmark(t *testing.T) {
 		}
 		rate := float64(n) / elapsed.Seconds()
 		slices.Sort(lat)
-		tps := runPgbench(t, pgbench, url, script, c, n)
-		effectTPS := runPgbench(t, pgbench, url, effectScript, c, n, "-M", "prepared")
+		tps, _ := runPgbench(t, pgbench, url, script, c, n)
+		pg0 := readCPU(0)
+		effectTPS, client := runPgbench(t, pgbench, url, effectScript, c, n, "-M", "prepared")
+		pgCPU := readCPU(0).sub(pg0).postgres
 		effectRows += n / c * c
-		fmt.Fprintf(&out, "%-8d %8d %12.0f %10s %10s %14.0f %7.0f%% %14.0f %7.0f%%   %.0f, %.0f, %.0f\n", c, n, rate,
+		fmt.Fprintf(&out, "%-8d %8d %12.0f %10s %10s %14.0f %7.0f%% %14.0f %7.0f%%   %.0f, %.0f, %.0f   %.0f, %.0f\n", c, n, rate,
 			lat[n/2].Round(10*time.Microsecond), lat[n*99/100].Round(10*time.Microsecond), tps, 100*rate/tps,
-			effectTPS, 100*rate/effectTPS, perEvent(cpu.serve, n), perEvent(cpu.postgres, n), perEvent(cpu.self, n))
+			effectTPS, 100*rate/effectTPS, perEvent(cpu.serve, n), perEvent(cpu.postgres, n), perEvent(cpu.self, n),
+			perEvent(pgCPU, n/c*c), perEvent(client, n/c*c))
 	}
 
 	if tgt.serve != nil {
@@ -404,7 +408,7 @@ var tpsRE = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection tim
 
 // runPgbench runs script n times over c clients and returns the tps pgbench reports
 // (excluding connection set-up).
-func runPgbench(t *testing.T, pgbench, url, script string, c, n int, args ...string) float64 {
+func runPgbench(t *testing.T, pgbench, url, script string, c, n int, args ...string) (tps float64, client time.Duration) {
 	t.Helper()
 	args = append([]string{"-n", "-f", script, "-c", strconv.Itoa(c), "-j", strconv.Itoa(min(c, 4)), "-t", strconv.Itoa(n / c)}, args...)
 	cmd := exec.CommandContext(t.Context(), pgbench, append(args, url)...)
@@ -412,9 +416,9 @@ func runPgbench(t *testing.T, pgbench, url, script string, c, n int, args ...str
 	require.NoError(t, err, string(b))
 	m := tpsRE.FindSubmatch(b)
 	require.NotNil(t, m, string(b))
-	tps, err := strconv.ParseFloat(string(m[1]), 64)
+	tps, err = strconv.ParseFloat(string(m[1]), 64)
 	require.NoError(t, err)
-	return tps
+	return tps, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 // peakRSS is VmHWM of process pid ("self" for this one), as /proc reports it.

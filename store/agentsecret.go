@@ -255,7 +255,7 @@ func stripSecrets(runner string, raw json.RawMessage) (json.RawMessage, map[stri
 	}
 	if env, ok := m["env"].(map[string]any); ok && runner == RunnerExec {
 		for k, v := range env {
-			if sv, ok := v.(string); ok && envName.MatchString(k) {
+			if sv, ok := v.(string); ok && isEnvName(k) {
 				secrets["env."+k] = sv
 			}
 		}

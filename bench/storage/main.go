@@ -9,9 +9,10 @@
 // The workload per goal and day, for a goal with a 3-minute heartbeat and an exec or webhook
 // agent that mostly waits: 16 heartbeat fires that should-run skips or runs (the scheduler
 // hint backs an idle agent off to two hours; chat pulls it in), each with its tick row and its
-// decision record; 4 chat messages (event id, inbox item acknowledged by the agent, audit row,
-// receipt reaction sent) each answered by one turn (turn with its log tail, slot spent,
-// evidence, heartbeat and spend receipts, three audit rows, the reply sent).
+// decision record; 4 chat messages (inbox item acknowledged by the agent, audit row, receipt
+// reaction sent) each answered by one turn (turn with its log tail, slot spent,
+// evidence, heartbeat and spend receipts, three audit rows, the reply sent); a command and a
+// card click (their lark_event rows).
 //
 // Usage: go run ./bench/storage [-goals 10000] [-days 30] [-out bench/results/storage.json]
 // The server comes from TEST_DATABASE_URL (default the local server on 127.0.0.1:5432).
@@ -38,6 +39,7 @@ import (
 const (
 	firesPerDay    = 16
 	messagesPerDay = 4
+	eventsPerDay   = 2 // a command and a card click: the events no inbox item records
 )
 
 type day struct {
@@ -247,8 +249,10 @@ func writeDay(ctx context.Context, db store.DB, d int, dayStart time.Time, p pay
 		{"decisions", `INSERT INTO quota_ledger (goal_id, agent_id, kind, detail, created_at)
 			SELECT g.id, 'a1', 'tick_decision', $2::jsonb, ` + fire + ` FROM goal g, generate_series(1, ` + fmt.Sprint(firesPerDay) + `) k`,
 			[]any{ds, p.detail}},
+		// A message that made an inbox item is recorded by that item alone; the lark_event
+		// rows are the day's command and card click.
 		{"lark events", `INSERT INTO lark_event (event_id, event_type, received_at)
-			SELECT 'ev_' || ` + key + `, 'im.message.receive_v1', ` + msg + ` FROM goal g, generate_series(1, ` + fmt.Sprint(messagesPerDay) + `) k`,
+			SELECT 'ev_' || ` + key + `, 'card.action.trigger', ` + msg + ` FROM goal g, generate_series(1, ` + fmt.Sprint(eventsPerDay) + `) k`,
 			[]any{ds}},
 		{"inbox", `INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender, source_chat, source_message, state, acked_at, created_at)
 			SELECT g.id, 'a1', 'inbox', 'please refresh the release notes with today''s merges', 'ou_member', 'oc_' || g.id,
