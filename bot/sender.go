@@ -47,8 +47,9 @@ type Outbox interface {
 	Release(ctx context.Context, owner string) error
 	// NextDue tells how long until the lane's next pending row is due; ok=false when none is.
 	NextDue(ctx context.Context, lane Lane) (wait time.Duration, ok bool, err error)
-	// Listen calls wake on every outbox insert notification until ctx ends or it fails.
-	Listen(ctx context.Context, wake func()) error
+	// Listen calls wake with the lane of every outbox insert notification (for both lanes
+	// when it may concern either) until ctx ends or it fails.
+	Listen(ctx context.Context, wake func(Lane)) error
 }
 
 // Lane is a class of outbox rows sent independently of the other. Lark limits reactions apart
@@ -406,7 +407,7 @@ func (s *Sender) sleep(ctx context.Context, lane Lane, free int, rechecks []time
 
 func (s *Sender) listen(ctx context.Context) {
 	for ctx.Err() == nil {
-		err := s.ob.Listen(ctx, s.poke)
+		err := s.ob.Listen(ctx, s.pokeLane)
 		if ctx.Err() != nil {
 			return
 		}

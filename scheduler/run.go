@@ -104,7 +104,7 @@ func (s *Scheduler) listen(ctx context.Context, wake chan<- struct{}) {
 }
 
 func (s *Scheduler) listenOnce(ctx context.Context, wake chan<- struct{}) error {
-	return s.st.Listen(ctx, store.ScheduleChannel, func() {
+	return s.st.Listen(ctx, store.ScheduleChannel, func(string) {
 		select {
 		case wake <- struct{}{}:
 		default:

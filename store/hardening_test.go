@@ -75,7 +75,7 @@ func TestPoolerModes(t *testing.T) {
 	woke := make(chan struct{}, 4)
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- st.Listen(lctx, store.OutboxNotifyChannel, func() { woke <- struct{}{} }) }()
+	go func() { done <- st.Listen(lctx, store.OutboxNotifyChannel, func(string) { woke <- struct{}{} }) }()
 	<-woke
 	<-woke // a second wake-up comes from the poll alone
 	cancel()

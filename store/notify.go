@@ -10,7 +10,8 @@ import (
 // Notification channels the database signals on. Triggers and the statements of this package
 // NOTIFY them; Listen waits on them.
 const (
-	// OutboxNotifyChannel: an outbox row became sendable (migration 00020).
+	// OutboxNotifyChannel: an outbox row became sendable (migration 00020). The payload names
+	// the lane ("messages" or "reactions", migration 00084); "" wakes both.
 	OutboxNotifyChannel = "loopx_outbox"
 	// ScheduleChannel: a schedule changed or work arrived for an agent (migration 00030).
 	ScheduleChannel = "loopx_schedule"
@@ -18,11 +19,13 @@ const (
 
 // Listen LISTENs on channel and calls wake once after LISTEN took effect (a change committed
 // just before would otherwise wait for the caller's fallback poll) and then for every
-// notification, until ctx ends (nil) or the connection fails (an error; the caller
-// reconnects). The connection is taken out of the pool and closed afterwards, so no LISTEN
-// state leaks to other users of the pool. Behind a pooler in transaction mode (Options.
-// TransactionPooling) it polls: wake is called every 200 ms (outbox) or 1 s (schedules).
-func (s *Store) Listen(ctx context.Context, channel string, wake func()) error {
+// notification, with its payload, until ctx ends (nil) or the connection fails (an error;
+// the caller reconnects). The first call and the polls below carry the payload "", which
+// means "anything may have changed". The connection is taken out of the pool and closed
+// afterwards, so no LISTEN state leaks to other users of the pool. Behind a pooler in
+// transaction mode (Options.TransactionPooling) it polls: wake is called every 200 ms
+// (outbox) or 1 s (schedules).
+func (s *Store) Listen(ctx context.Context, channel string, wake func(payload string)) error {
 	if channel != OutboxNotifyChannel && channel != ScheduleChannel && channel != WorkspaceChannel {
 		return Errorf(ErrInvalid, "channel", "%q is not a LoopX notification channel", channel)
 	}
@@ -42,15 +45,16 @@ func (s *Store) Listen(ctx context.Context, channel string, wake func()) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return fmt.Errorf("listen on %s: %w", channel, mapErr(err))
 	}
-	wake()
+	wake("")
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 				return nil
 			}
 			return fmt.Errorf("wait for %s notification: %w", channel, err)
 		}
-		wake()
+		wake(n.Payload)
 	}
 }
 
@@ -63,20 +67,20 @@ const (
 
 // pollWake calls wake at once and then on every tick until ctx ends: the callers look for
 // work on each wake-up, as they would on a notification.
-func pollWake(ctx context.Context, channel string, wake func()) error {
+func pollWake(ctx context.Context, channel string, wake func(string)) error {
 	every := schedulePoll
 	if channel == OutboxNotifyChannel {
 		every = outboxPoll
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	wake()
+	wake("")
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			wake()
+			wake("")
 		}
 	}
 }

@@ -325,19 +325,32 @@ func TestListenOutboxWakesOnInsert(t *testing.T) {
 	t.Parallel()
 	s := storetest.New(t, store.Options{})
 	ctx := t.Context()
-	woken := make(chan struct{}, 16)
+	woken := make(chan string, 16)
 	done := make(chan error, 1)
 	lctx, cancel := context.WithCancel(ctx)
-	go func() { done <- s.Listen(lctx, store.OutboxNotifyChannel, func() { woken <- struct{}{} }) }()
-	<-woken // the initial wake after LISTEN
+	go func() { done <- s.Listen(lctx, store.OutboxNotifyChannel, func(p string) { woken <- p }) }()
+	require.Empty(t, <-woken, "the initial wake after LISTEN concerns every lane")
+	wait := func() string {
+		select {
+		case p := <-woken:
+			return p
+		case <-time.After(5 * time.Second):
+			t.Fatal("no notification after an outbox insert")
+			return ""
+		}
+	}
 	start := time.Now()
 	insertOutbox(t, s, "text", "oc_l", "ping")
-	select {
-	case <-woken:
-		require.Less(t, time.Since(start), time.Second)
-	case <-time.After(5 * time.Second):
-		t.Fatal("no notification after an outbox insert")
-	}
+	require.Equal(t, "messages", wait(), "the notification names the lane")
+	require.Less(t, time.Since(start), time.Second)
+	_, err := s.DB().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, target_message, content) VALUES ('r-l', 'reaction', 'oc_l', 'om_l', 'OK')`)
+	require.NoError(t, err)
+	require.Equal(t, "reactions", wait())
+	// A statement writing both kinds wakes both lanes.
+	_, err = s.DB().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, target_message, content)
+VALUES ('r-2', 'reaction', 'oc_l', 'om_l', 'OK'), ('t-2', 'text', 'oc_l', '', 'hi')`)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"messages", "reactions"}, []string{wait(), wait()})
 	cancel()
 	require.NoError(t, <-done)
 }

@@ -130,6 +130,15 @@ func measure(ctx context.Context, bin string, goals int, window time.Duration) (
 		return r, fmt.Errorf("seed: %w", err)
 	}
 	r.SeedSeconds = time.Since(seedStart).Seconds()
+	// Fires that fell due while seeding (a minute of them at a million goals) would greet
+	// serve as a backlog and the window would measure its catching up, not the steady state:
+	// each moves to its next occurrence, one interval on, as the scheduler itself would have
+	// armed it had it been running. The margin covers serve's start.
+	if _, err := pool.Exec(ctx, `UPDATE schedule SET next_fire_at = next_fire_at + interval '30 minutes',
+		next_run_at = next_run_at + interval '30 minutes'
+		WHERE kind = 'heartbeat' AND next_run_at < now() + interval '15 seconds'`); err != nil {
+		return r, fmt.Errorf("re-arm the fires seeding overtook: %w", err)
+	}
 
 	srv, err := startServe(ctx, bin, url)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // (they are only not live).
 func (s *Server) Run(ctx context.Context) error {
 	for {
-		err := s.st.Listen(ctx, store.WorkspaceChannel, s.broadcast)
+		err := s.st.Listen(ctx, store.WorkspaceChannel, func(string) { s.broadcast() })
 		if ctx.Err() != nil {
 			return nil
 		}

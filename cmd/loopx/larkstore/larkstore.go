@@ -71,9 +71,17 @@ func outboxLane(l bot.Lane) store.OutboxLane {
 	return store.OutboxMessages
 }
 
-// Listen calls wake on every outbox notification until ctx ends.
-func (o Outbox) Listen(ctx context.Context, wake func()) error {
-	return o.Store.Listen(ctx, store.OutboxNotifyChannel, wake)
+// Listen calls wake with the lane each outbox notification names (both for one that names
+// none) until ctx ends.
+func (o Outbox) Listen(ctx context.Context, wake func(bot.Lane)) error {
+	return o.Store.Listen(ctx, store.OutboxNotifyChannel, func(payload string) {
+		if payload != "reactions" {
+			wake(bot.LaneMessages)
+		}
+		if payload != "messages" {
+			wake(bot.LaneReactions)
+		}
+	})
 }
 
 // Limiter keeps the send budgets in PostgreSQL, shared by every replica.
