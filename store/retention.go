@@ -40,7 +40,7 @@ func DefaultRetention() Retention {
 
 // Pruned counts the rows one Prune deleted, by kind.
 type Pruned struct {
-	Decisions, LarkEvents, Receipts, Outbox, Inbox, Unrouted, Audit, Runs, Spends int64
+	Decisions, LarkEvents, Receipts, Proposals, Outbox, Inbox, Unrouted, Audit, Runs, Spends int64
 }
 
 // pruneBatch bounds one DELETE, so a large backlog never holds its locks long.
@@ -68,6 +68,11 @@ func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (Pruned, 
 			SELECT event_id FROM lark_event WHERE received_at < $1 LIMIT $2)`},
 		{"receipts", r.Receipts, &p.Receipts, `DELETE FROM receipt WHERE key IN (
 			SELECT key FROM receipt WHERE created_at < $1 LIMIT $2)`},
+		// Change proposals live for minutes; past the receipts' window each is settled or
+		// expired, and the audit keeps what was applied. Oldest first: a stale proposal
+		// names its younger successor, so it goes no later than that one.
+		{"proposals", r.Receipts, &p.Proposals, `DELETE FROM proposal WHERE id IN (
+			SELECT id FROM proposal WHERE created_at < $1 ORDER BY id LIMIT $2)`},
 		// Sent or failed messages, but not a card of an open gate (its update needs the Lark
 		// message id), nor a card a younger update still points at.
 		{"outbox", r.Outbox, &p.Outbox, `DELETE FROM outbox WHERE id IN (

@@ -48,6 +48,13 @@ func TestPruneKeepsWhatStillMatters(t *testing.T) {
 		('g', 'a', 'ended', 'ok', $1, $1), ('g', 'a', 'live', 'live', now() + interval '1 hour', $1)`, old)
 	exec(`INSERT INTO quota_ledger (goal_id, agent_id, kind, turn_id, slots, created_at)
 		SELECT 'g', 'a', 'slot_spent', id, 1, $1 FROM turn WHERE instance_id = 'ended'`, old)
+	// An old stale proposal names its younger successor; both are past the window, and a
+	// fresh one stays.
+	exec(`INSERT INTO proposal (goal_id, kind, params, diff, goal_version, need, state, proposed_by, surface, expires_at, created_at) VALUES
+		('g', 'goal.set', '{}', '[]', 1, 'owner', 'applied', 'ou_1', 'chat', $1, $1),
+		('g', 'goal.set', '{}', '[]', 1, 'owner', 'preview_ready', 'ou_1', 'chat', now() + interval '10 minutes', now())`, old)
+	exec(`INSERT INTO proposal (goal_id, kind, params, diff, goal_version, need, state, proposed_by, surface, expires_at, created_at, successor_id)
+		SELECT 'g', 'goal.set', '{}', '[]', 0, 'owner', 'stale', 'ou_1', 'chat', $1::timestamptz, $1::timestamptz - interval '1 minute', min(id) FROM proposal`, old)
 
 	// A window longer than the rows' age deletes nothing.
 	long := 60 * 24 * time.Hour
@@ -60,8 +67,9 @@ func TestPruneKeepsWhatStillMatters(t *testing.T) {
 	p, err = st.Prune(ctx, store.Retention{Decisions: month, LarkEvents: month, Receipts: month, Outbox: month,
 		Inbox: month, Audit: month, Runs: month}, time.Now())
 	require.NoError(t, err)
-	require.Equal(t, store.Pruned{Decisions: 2, LarkEvents: 1, Receipts: 1, Outbox: 2, Inbox: 1, Unrouted: 1,
+	require.Equal(t, store.Pruned{Decisions: 2, LarkEvents: 1, Receipts: 1, Proposals: 2, Outbox: 2, Inbox: 1, Unrouted: 1,
 		Audit: 1, Runs: 1, Spends: 1}, p)
+	require.Equal(t, 1, count(`SELECT count(*) FROM proposal WHERE state = 'preview_ready'`), "the fresh proposal stays")
 
 	require.Equal(t, 1, count(`SELECT count(*) FROM quota_ledger WHERE kind = 'state_refreshed'`), "the latest next action stays")
 	require.Equal(t, 1, count(`SELECT count(*) FROM lark_event`))

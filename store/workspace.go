@@ -213,7 +213,7 @@ failed AS MATERIALIZED (
 	FROM outbox f JOIN v ON v.id = f.goal_id WHERE f.state = 'failed')
 SELECT
 	(SELECT count(*) FROM v),
-	(SELECT count(*) FROM answerable),
+	(SELECT count(*) FROM answerable WHERE kind <> 'stall'), -- stall gates have their own list
 	(SELECT count(*) FROM failed),
 	(SELECT count(*) FROM v WHERE status = 'stopped'),
 	(SELECT coalesce(json_agg(x), '[]') FROM (SELECT * FROM answerable ORDER BY created_at, id LIMIT $4) x),

@@ -30,7 +30,7 @@ func wireMaintenance(_ context.Context, d *deps) ([]component, error) {
 		}
 		if p != (store.Pruned{}) {
 			logger.Info("pruned old records", "decisions", p.Decisions, "lark_events", p.LarkEvents,
-				"receipts", p.Receipts, "outbox", p.Outbox, "inbox", p.Inbox, "unrouted", p.Unrouted,
+				"receipts", p.Receipts, "proposals", p.Proposals, "outbox", p.Outbox, "inbox", p.Inbox, "unrouted", p.Unrouted,
 				"audit", p.Audit, "runs", p.Runs, "spends", p.Spends)
 		}
 		if _, err := d.store.PruneSendRates(ctx); err != nil && ctx.Err() == nil {

@@ -259,7 +259,7 @@ func (s *Server) flash(r *http.Request, v *view) {
 	allowed := map[string][]string{
 		"applied": nil, "cancelled": nil, "stale": nil, "expired": nil, "refused": nil, "signed_out": nil,
 		"settled":     {"applied", "cancelled", "stale", "expired", "refused"},
-		"answered":    {"approved", "rejected"},
+		"answered":    {"approved", "rejected", "answered"},
 		"not_allowed": {"owners", "admins"},
 	}
 	args, ok := allowed[code]
@@ -267,6 +267,7 @@ func (s *Server) flash(r *http.Request, v *view) {
 		return
 	}
 	words := map[string]string{"approved": s.pages.Word(v.Lang, "gate_approved"), "rejected": s.pages.Word(v.Lang, "gate_rejected"),
+		"answered": s.pages.Word(v.Lang, "gate_answered"),
 		"owners": s.pages.Word(v.Lang, "owners"), "admins": s.pages.Word(v.Lang, "admin")}
 	a := cmp.Or(words[arg], s.pages.Word(v.Lang, "state_"+arg))
 	if args == nil {

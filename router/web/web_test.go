@@ -211,6 +211,28 @@ func TestCookieAndHeaders(t *testing.T) {
 	require.Equal(t, "DENY", h.Get("X-Frame-Options"))
 }
 
+// A gate asked with options of the agent's own offers them as buttons; the chosen one is
+// stored and shown, as in chat.
+func TestGateWithCustomOptionsShowsTheChosenOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g, err := b.st.AskGate(t.Context(), store.AskGateParams{GoalID: "docs", AgentID: "codex", Question: "Ship tonight?",
+		Options: []string{"approve", "later"}, Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"}})
+	require.NoError(t, err)
+	br := b.signIn(t, owner)
+	_, body, _ := br.get("/web/goals/docs")
+	require.Contains(t, body, `value="later"`)
+	status, loc := br.post("/web/goals/docs/gates/"+itoa(g.ID)+"/answer", url.Values{"answer": {"later"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, loc, "a=answered&m=answered")
+	got, err := b.st.GetGate(t.Context(), "docs", g.ID)
+	require.NoError(t, err)
+	require.Equal(t, "later", got.Answer)
+	_, body, _ = br.get(loc)
+	require.Contains(t, body, "Gate answered.")
+	require.Contains(t, body, "answered · answer: later")
+}
+
 func TestHomeListsTheGateAndTheOwnerAnswersIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
