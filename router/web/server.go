@@ -268,7 +268,7 @@ func (s *Server) flash(r *http.Request, v *view) {
 	}
 	words := map[string]string{"approved": s.pages.Word(v.Lang, "gate_approved"), "rejected": s.pages.Word(v.Lang, "gate_rejected"),
 		"answered": s.pages.Word(v.Lang, "gate_answered"),
-		"owners": s.pages.Word(v.Lang, "owners"), "admins": s.pages.Word(v.Lang, "admin")}
+		"owners":   s.pages.Word(v.Lang, "owners"), "admins": s.pages.Word(v.Lang, "admin")}
 	a := cmp.Or(words[arg], s.pages.Word(v.Lang, "state_"+arg))
 	if args == nil {
 		v.Flash = s.pages.Word(v.Lang, "flash_"+code)
