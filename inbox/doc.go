@@ -18,7 +18,7 @@
 //   - Reply answers in the original conversation (same chat, in the thread of the source
 //     message) through one outbox row per (item, reply key): the same reply twice is one row;
 //     another text under a used key is store.ErrConflict.
-//   - Every operation is one transaction with its audit row; run inside store.InTx it joins
-//     the caller's transaction.
+//   - Every operation is one transaction with its audit row; on a store joined to a caller's
+//     transaction (store.Store.In) it joins that transaction.
 //   - Time comes from Options.Now; items carry the timestamps it gives.
 package inbox

@@ -63,7 +63,13 @@ func mapErr(err error) error {
 		case "23503": // foreign_key_violation
 			field, msg := missingAnswer(pe.ConstraintName)
 			return &Error{Kind: ErrNotFound, Field: field, Msg: msg}
-		case "23514", "22001", "22P02", "23502", "22021": // check, too long, bad text repr, not null, bad encoding
+		case "23514": // check_violation: PostgreSQL's message names the constraint, so say what it guards
+			field := pe.ColumnName
+			if field == "" {
+				field = pe.TableName
+			}
+			return &Error{Kind: ErrInvalid, Field: field, Msg: "a value is outside what LoopX accepts here; see the field's documented values"}
+		case "22001", "22P02", "23502", "22021": // too long, bad text repr, not null, bad encoding
 			return &Error{Kind: ErrInvalid, Msg: pe.Message}
 		case "40001", "40P01": // serialization failure, deadlock
 			return &Error{Kind: ErrConflict, Msg: "concurrent update, retry"}
