@@ -71,7 +71,7 @@ func (b Base) runnerConfig(ctx context.Context, job scheduler.Job) (json.RawMess
 	return b.Secrets.RunnerConfig(ctx, job.Turn.GoalID, job.Turn.AgentID)
 }
 
-// Commands lists the per-turn CLI calls of DESIGN.md §3 with this turn's ids filled in.
+// Commands lists the per-turn CLI calls (docs/agents.md, "The turn") with this turn's ids filled in.
 func Commands(d quota.Decision, turnInstanceID string) []string {
 	g, a, t := d.GoalID, d.AgentID, turnInstanceID
 	todo := "X"
