@@ -13,9 +13,9 @@ import (
 // BenchmarkEnqueueFast measures one fast-path statement (and its commit) per batch at batch
 // sizes a chat burst produces, per message, beside two baselines on the same pool: a
 // single-row INSERT commit (the unit of the ingest benchmark's pgbench baseline), and floor,
-// the same four rows per message written by one statement that reads and checks nothing (no
-// binding, sender, duplicate or bound check). floor is what the statement would cost if its
-// checks were free. Agents keep up: every 256 messages the items are acknowledged (outside
+// the same three rows per message (inbox item, audit row, receipt) written by one statement
+// that reads and checks nothing (no binding, sender, duplicate or bound check). floor is what
+// the statement would cost if its checks were free. Agents keep up: every 256 messages the items are acknowledged (outside
 // the timer), so each inbox stays shallow and the bound check counts a few items, as in a
 // deployment whose agents drain their inboxes.
 func BenchmarkEnqueueFast(b *testing.B) {
@@ -83,8 +83,6 @@ func BenchmarkEnqueueFast(b *testing.B) {
 					    SELECT m.*, 'g' || substr(m.chat_id, 4) AS goal_id
 					    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
 					        WITH ORDINALITY AS m(event_id, chat_id, message_id, text, uuid, n)
-					), ev AS (
-					    INSERT INTO lark_event (event_id, event_type) SELECT event_id, 'im.message.receive_v1' FROM msg
 					), item AS (
 					    INSERT INTO inbox_item (goal_id, agent_id, mode, text, sender, source_chat, source_message)
 					    SELECT goal_id, 'codex', 'inbox', text, 'ou_bench', chat_id, message_id FROM msg
