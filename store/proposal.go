@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -267,7 +268,31 @@ func CheckAgentSettings(a AgentSettings) error {
 	if err := checkOneOf("work_mode", a.WorkMode, "active", "monitor_only"); err != nil {
 		return err
 	}
-	return checkJSONObject("runner_config", a.RunnerConfig)
+	if err := checkJSONObject("runner_config", a.RunnerConfig); err != nil {
+		return err
+	}
+	return checkNoSecretValues(a.Runner, a.RunnerConfig)
+}
+
+// checkNoSecretValues refuses runner settings that carry a secret's value (an exec agent's
+// env, a webhook's secret). Settings checked here are stored as they are, in a proposal that
+// chat and the workspace show and in the agent row, while runner secrets are write-only:
+// sealed apart and set only by UpdateAgent.
+func checkNoSecretValues(runner string, raw json.RawMessage) error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil // not an object: checkJSONObject answered it
+	}
+	key := map[string]string{RunnerExec: "env", RunnerWebhook: "secret"}[runner]
+	if v, ok := m[key]; ok {
+		switch strings.TrimSpace(string(v)) {
+		case "null", "{}", `""`:
+		default:
+			return Errorf(ErrInvalid, "runner_config."+key, "runner secrets are write-only: set them with `loopx agent update` "+
+				"(PATCH /v1/goals/{goal}/agents/{agent}, admin token), not in a change that is stored and shown")
+		}
+	}
+	return nil
 }
 
 // LockAgent reads an agent and locks it until the caller's transaction ends.

@@ -282,6 +282,19 @@ func TestMemberCannotConfirmOwnerChange(t *testing.T) {
 	require.Equal(t, store.RoleAdmin, ap.Need)
 	_, err = b.k.Confirm(t.Context(), person(owner), chat(owner, "c3"), ap.ID)
 	require.ErrorIs(t, err, store.ErrRefused)
+
+	// A secret's value never enters a proposal (it is stored and shown): secrets are set
+	// with the agent update, which seals them.
+	withEnv := json.RawMessage(`{"argv":["true"],"env":{"OPENAI_API_KEY":"sk-not-in-a-proposal"}}`)
+	_, err = b.k.Propose(t.Context(), store.Person{Admin: true}, store.Meta{Actor: "admin", Surface: "api", IdempotencyKey: "k4"},
+		change.Request{GoalID: "g", Kind: store.ProposalAgentSet, AgentID: "a", Agent: change.AgentChange{Runner: &runner, RunnerConfig: &withEnv}})
+	var se *store.Error
+	require.ErrorAs(t, err, &se)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	require.Equal(t, "runner_config.env", se.Field)
+	var n int
+	require.NoError(t, b.st.DB().QueryRow(t.Context(), `SELECT count(*) FROM proposal WHERE params::text LIKE '%sk-not-in-a-proposal%'`).Scan(&n))
+	require.Zero(t, n)
 }
 
 func TestSameKeyReplays(t *testing.T) {
