@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,7 +40,8 @@ import (
 // this process, beside the CPU per transaction of PostgreSQL and pgbench in the same-rows
 // baseline. With LOOPX_BENCH_SERVE it then measures sends (bench_send_test.go): replies
 // committed during the 8-sender phase, receipts at light load, and the receipt backlog after
-// a burst. A paced 1,000 events/s run for 30 s follows (LOOPX_BENCH_STEADY=rate,seconds). Events go through the real router to
+// a burst. A paced 1,000 events/s run for 30 s follows (LOOPX_BENCH_STEADY=rate,seconds),
+// beside pgbench committing the same rows at the same rate. Events go through the real router to
 // benchGoals bound goals; LOOPX_BENCH_HANDLER=standin uses the lighter test stand-in, =noop
 // the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
 // results table; LOOPX_BENCH_SENDERS=1,8 runs only those phases; BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost.
@@ -250,6 +252,13 @@ func TestIngestBenchmark(t *testing.T) {
 	fmt.Fprintf(&out, "steady %d events/s for %d s (offered over %.1f s): ack p50 %s, p99 %s, max %s; answered non-2xx %d\n", rate, secs,
 		time.Since(begin).Seconds(), lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond),
 		lat[len(lat)-1].Round(10*time.Microsecond), failed.Load()-failedBefore)
+	// The floor of that latency: pgbench committing the same rows at the same rate, open loop
+	// too (-R: each latency counts from the transaction's scheduled start).
+	paced := pgbenchPaced(t, pgbench, url, effectScript, rate, secs, 8)
+	effectRows += len(paced)
+	slices.Sort(paced)
+	fmt.Fprintf(&out, "  pgbench committing the same rows at %d/s for %d s (8 clients): latency p50 %s, p99 %s, max %s\n", rate, secs,
+		paced[len(paced)/2].Round(10*time.Microsecond), paced[len(paced)*99/100].Round(10*time.Microsecond), paced[len(paced)-1].Round(10*time.Microsecond))
 	if tgt.serve != nil {
 		// VmHWM is a high-water mark: one read after the run covers all of it.
 		fmt.Fprintf(&out, "peak RSS of loopx serve (pid %d): %s\n", tgt.serve.pid(), peakRSS(strconv.Itoa(tgt.serve.pid())))
@@ -419,6 +428,39 @@ func runPgbench(t *testing.T, pgbench, url, script string, c, n int, args ...str
 	tps, err = strconv.ParseFloat(string(m[1]), 64)
 	require.NoError(t, err)
 	return tps, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// pgbenchPaced runs script at rate transactions a second for secs seconds with c clients and
+// returns each transaction's latency from its scheduled start (its run time plus the lag
+// behind the schedule, from pgbench's per-transaction log).
+func pgbenchPaced(t *testing.T, pgbench, url, script string, rate, secs, c int) []time.Duration {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"-n", "-f", script, "-c", strconv.Itoa(c), "-j", strconv.Itoa(min(c, 4)), "-R", strconv.Itoa(rate),
+		"-T", strconv.Itoa(secs), "-M", "prepared", "-l", "--log-prefix", filepath.Join(dir, "tx"), url}
+	cmd := exec.CommandContext(t.Context(), pgbench, args...)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(b))
+	logs, err := filepath.Glob(filepath.Join(dir, "tx.*"))
+	require.NoError(t, err)
+	var lat []time.Duration
+	for _, f := range logs {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		// client_id transaction_no time script_no time_epoch time_us schedule_lag
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			fs := strings.Fields(line)
+			if len(fs) < 7 {
+				continue
+			}
+			run, err1 := strconv.ParseInt(fs[2], 10, 64)
+			lag, err2 := strconv.ParseInt(fs[6], 10, 64)
+			require.NoError(t, cmp.Or(err1, err2), line)
+			lat = append(lat, time.Duration(run+lag)*time.Microsecond)
+		}
+	}
+	require.NotEmpty(t, lat, string(b))
+	return lat
 }
 
 // peakRSS is VmHWM of process pid ("self" for this one), as /proc reports it.
