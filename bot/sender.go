@@ -95,6 +95,9 @@ type RateLimits struct {
 	Reactions       int           // reactions added per Window by the app (Lark: 50/s)
 	ReactionsMinute int           // reactions per 60 Windows (Lark: 1,000/min)
 	Window          time.Duration // 1 s in production; tests may shrink it together with the sandbox's
+	// Minute is the per-minute budgets' window, 60 Windows when zero. Time-scaled tests
+	// shorten it alone: the sandbox counts sends per second, not per minute.
+	Minute time.Duration
 }
 
 // DefaultRateLimits are Lark's documented limits.
@@ -113,8 +116,9 @@ func (r RateLimits) Budgets(kind, chat string) []Budget {
 	perSecond := func(scope string, n int) Budget {
 		return Budget{Scope: scope, Interval: r.Window / time.Duration(max(n*8/10, 1)), Burst: max(min(5, n/10), 1)}
 	}
+	minute := cmp.Or(r.Minute, 60*r.Window)
 	perMinute := func(scope string, n int) Budget {
-		return Budget{Scope: scope, Interval: 60 * r.Window / time.Duration(max(n*85/100, 1)), Burst: max(n/10, 1)}
+		return Budget{Scope: scope, Interval: minute / time.Duration(max(n*85/100, 1)), Burst: max(n/10, 1)}
 	}
 	if kind == "reaction" {
 		return []Budget{

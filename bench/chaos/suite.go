@@ -149,6 +149,10 @@ func (s *suite) newReplica(name, dbURL string, extra map[string]string) (*replic
 		"LARK_APP_ID": s.sb.AppID(), "LARK_APP_SECRET": s.sb.AppSecret(), "LARK_BASE_URL": s.sb.URL(),
 		"LARK_VERIFICATION_TOKEN": verifyToken, "LARK_ENCRYPT_KEY": encryptKey,
 		"LARK_BOT_OPEN_ID": s.sb.BotOpenID(), "LARK_TRANSPORT": "ws", "LOG_LEVEL": "warn", "LOG_FORMAT": "json",
+		// Lark's per-minute budgets, time-scaled like the redelivery ladder: at 1,000 a
+		// minute the chat scenario's 11,000 receipts alone would take 11 minutes. The
+		// per-second limits stay real, and the sandbox counts them.
+		"LOOPX_TEST_LARK_MINUTE": "10s",
 	}
 	for k, v := range extra {
 		env[k] = v

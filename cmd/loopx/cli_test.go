@@ -162,7 +162,7 @@ func TestConfigOnOffSettingsAreStrict(t *testing.T) {
 		_, err := loadConfig(env(map[string]string{"HOME": "/h", name: "flase"}))
 		require.ErrorContains(t, err, name+": \"flase\" is not on or off")
 	}
-	for k, v := range map[string]string{"LOOPX_JITTER_MAX": "soon", "LOOPX_TEST_CLOCK": "now"} {
+	for k, v := range map[string]string{"LOOPX_JITTER_MAX": "soon", "LOOPX_TEST_CLOCK": "now", "LOOPX_TEST_LARK_MINUTE": "2h"} {
 		_, err := loadConfig(env(map[string]string{"HOME": "/h", k: v}))
 		require.ErrorContains(t, err, k)
 	}

@@ -43,6 +43,9 @@ type LarkConfig struct {
 	// CallbackMaxAge is the window of an HTTP callback's timestamp (LARK_CALLBACK_MAX_AGE;
 	// default 1h, off = no check).
 	CallbackMaxAge time.Duration
+	// TestMinute, process-level tests only (LOOPX_TEST_LARK_MINUTE): the window of Lark's
+	// per-minute send budgets, time-scaled like the sandbox's redelivery ladder; 0 = a minute.
+	TestMinute time.Duration
 }
 
 // botConfig is the Lark app as package bot takes it, defaults filled in.
@@ -345,6 +348,13 @@ func loadLarkConfig(getenv func(string) string) (LarkConfig, bool, error) {
 			return l, false, fmt.Errorf("LARK_CALLBACK_MAX_AGE: %q is not a duration between 1m and 24h (or off)", v)
 		}
 		l.CallbackMaxAge = d
+	}
+	if v := strings.TrimSpace(getenv("LOOPX_TEST_LARK_MINUTE")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > time.Minute {
+			return l, false, fmt.Errorf("LOOPX_TEST_LARK_MINUTE: %q is not a duration between 1s and 1m", v)
+		}
+		l.TestMinute = d
 	}
 	if l.AppID == "" && l.AppSecret == "" {
 		if l.Transport != bot.TransportWS && l.Transport != bot.TransportHTTP {

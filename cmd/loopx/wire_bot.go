@@ -74,8 +74,11 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	}
 
 	registerOutboxGauges(d)
+	limits := bot.DefaultRateLimits
+	limits.Minute = d.cfg.Lark.TestMinute // 0 outside time-scaled tests: a minute
 	sender, err := bot.NewSender(client, larkstore.Outbox{Store: d.store}, larkstore.Limiter{Store: d.store}, bot.SenderOptions{
 		Owner: d.cfg.Replica + "/" + randomHex(3), Logger: logger, Metrics: metrics, Now: d.now,
+		Limits: limits,
 		// Leave the http component a second of the shutdown grace after the last send.
 		Grace: shutdownGrace - 2*time.Second,
 	})
