@@ -123,9 +123,7 @@ func TestReactionNotDoubledAfterDatabaseBlip(t *testing.T) {
 	t.Parallel()
 	e := setup(t, bundleOpts{transport: bot.TransportHTTP})
 	chat := e.sb.DefaultChatID()
-	d, err := e.sb.UserSays(chat, sandbox.ChatGroup, owner, "hello", sandbox.MentionBot())
-	require.NoError(t, err)
-	require.True(t, waitDelivery(t, d).Acked)
+	d := e.ownerSays("hello")
 	var id int64
 	require.NoError(t, e.st.DB().QueryRow(t.Context(),
 		`INSERT INTO outbox (uuid, kind, receive_id, target_message, content) VALUES ('r-1', 'reaction', $1, $2, 'OK') RETURNING id`,

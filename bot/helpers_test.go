@@ -212,6 +212,16 @@ func (e *testBundle) startSender(name string, limits bot.RateLimits) *bot.Sender
 	return s
 }
 
+// ownerSays posts text from the goal's owner, mentioning the bot, in the sandbox's default
+// chat and waits until the intake acknowledged it.
+func (e *testBundle) ownerSays(text string) *sandbox.Delivery {
+	e.t.Helper()
+	d, err := e.sb.UserSays(e.sb.DefaultChatID(), sandbox.ChatGroup, owner, text, sandbox.MentionBot())
+	require.NoError(e.t, err)
+	require.True(e.t, waitDelivery(e.t, d).Acked)
+	return d
+}
+
 func (e *testBundle) count(sql string, args ...any) int {
 	e.t.Helper()
 	var n int

@@ -318,9 +318,7 @@ func TestWSDropReconnectsAndRedeliveryHandledOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, bundleOpts{transport: bot.TransportWS})
 	chat := e.sb.DefaultChatID()
-	d, err := e.sb.UserSays(chat, sandbox.ChatGroup, owner, "before drop", sandbox.MentionBot())
-	require.NoError(t, err)
-	require.True(t, waitDelivery(t, d).Acked)
+	d := e.ownerSays("before drop")
 	connects := e.sb.WSConnects()
 
 	require.Equal(t, 1, e.sb.DropConnections())
