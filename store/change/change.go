@@ -161,19 +161,12 @@ type confirmReq struct {
 // proposal stays ready.
 func (k *Kernel) Confirm(ctx context.Context, who store.Person, m store.Meta, id int64) (Result, error) {
 	return store.Do(ctx, k.st, "proposal.confirm", m, confirmReq{id}, func(tx *store.Tx, now time.Time) (Result, store.Audit, error) {
-		p, err := store.LockProposal(ctx, tx, id)
+		p, ready, err := lockReady(ctx, tx, id, who, "confirm")
 		if err != nil {
 			return Result{}, store.Audit{}, err
 		}
-		if p.State != store.ProposalReady {
+		if !ready {
 			return Result{Proposal: p, Unchanged: true}, store.NoAudit(), nil
-		}
-		role, err := roleOn(ctx, tx, p.GoalID, who)
-		if err != nil {
-			return Result{}, store.Audit{}, err
-		}
-		if !role.AtLeast(p.Need) {
-			return Result{}, store.Audit{}, refusal(p.GoalID, p.ID, p.Need, role, "confirm")
 		}
 		res, err := k.settle(ctx, tx, p, m, now)
 		if err != nil {
@@ -280,23 +273,34 @@ func (k *Kernel) recompute(ctx context.Context, tx *store.Tx, g store.Goal, req 
 	return &fresh, nil
 }
 
+// lockReady locks proposal id for who to settle. ready is false for a proposal already
+// settled (returned as it is); a person who may not make the change is refused (audited),
+// verb naming what they tried.
+func lockReady(ctx context.Context, tx *store.Tx, id int64, who store.Person, verb string) (p store.Proposal, ready bool, err error) {
+	p, err = store.LockProposal(ctx, tx, id)
+	if err != nil || p.State != store.ProposalReady {
+		return p, false, err
+	}
+	role, err := roleOn(ctx, tx, p.GoalID, who)
+	if err != nil {
+		return p, false, err
+	}
+	if !role.AtLeast(p.Need) {
+		return p, false, refusal(p.GoalID, p.ID, p.Need, role, verb)
+	}
+	return p, true, nil
+}
+
 // Cancel withdraws a ready proposal. Anyone who may make the change may cancel it; a
 // proposal already settled is returned Unchanged.
 func (k *Kernel) Cancel(ctx context.Context, who store.Person, m store.Meta, id int64) (Result, error) {
 	return store.Do(ctx, k.st, "proposal.cancel", m, confirmReq{id}, func(tx *store.Tx, now time.Time) (Result, store.Audit, error) {
-		p, err := store.LockProposal(ctx, tx, id)
+		p, ready, err := lockReady(ctx, tx, id, who, "cancel")
 		if err != nil {
 			return Result{}, store.Audit{}, err
 		}
-		if p.State != store.ProposalReady {
+		if !ready {
 			return Result{Proposal: p, Unchanged: true}, store.NoAudit(), nil
-		}
-		role, err := roleOn(ctx, tx, p.GoalID, who)
-		if err != nil {
-			return Result{}, store.Audit{}, err
-		}
-		if !role.AtLeast(p.Need) {
-			return Result{}, store.Audit{}, refusal(p.GoalID, p.ID, p.Need, role, "cancel")
 		}
 		state, reason := store.ProposalCancelled, ""
 		if !now.Before(p.ExpiresAt) {
