@@ -22,12 +22,8 @@ func (s *Server) home(ctx context.Context, r *http.Request, ss *session, v *view
 		return "", 0, err
 	}
 	v.Home, v.Live, v.Title = h, "*", s.pages.Word(v.Lang, "needs_you")
-	for _, p := range h.Proposals {
-		pv, err := s.proposals.View(v.Lang, p, v.Now)
-		if err != nil {
-			return "", 0, err
-		}
-		v.Proposals = append(v.Proposals, pv)
+	if err := s.addProposals(v, h.Proposals); err != nil {
+		return "", 0, err
 	}
 	return "home", http.StatusOK, nil
 }
@@ -75,14 +71,22 @@ func (s *Server) goal(ctx context.Context, r *http.Request, ss *session, v *view
 		}
 		v.Agents = append(v.Agents, av)
 	}
-	for _, p := range page.Proposals {
+	if err := s.addProposals(v, page.Proposals); err != nil {
+		return "", 0, err
+	}
+	return "goal", http.StatusOK, nil
+}
+
+// addProposals renders proposals into the page's list, in the page's language.
+func (s *Server) addProposals(v *view, ps []store.Proposal) error {
+	for _, p := range ps {
 		pv, err := s.proposals.View(v.Lang, p, v.Now)
 		if err != nil {
-			return "", 0, err
+			return err
 		}
 		v.Proposals = append(v.Proposals, pv)
 	}
-	return "goal", http.StatusOK, nil
+	return nil
 }
 
 func parseID(s string) (int64, bool) {
