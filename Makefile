@@ -4,7 +4,11 @@ BIN     := bin/loopx
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run build test lint bench chaos postgres pgbouncer
+.PHONY: help run build test test-loaded lint schema bench chaos postgres pgbouncer
+
+## help: list the targets
+help:
+	@awk -F': ' '/^## /{sub(/^## /,""); split($$0,a,": "); printf "  %-12s %s\n", a[1], substr($$0, length(a[1])+3)}' $(MAKEFILE_LIST)
 
 ## build: compile bin/loopx
 build:
@@ -18,11 +22,15 @@ run: postgres build
 test:
 	scripts/with-postgres.sh $(GO) test -count=1 ./...
 
-## lint: formatting, vet and the package dependency rule
+## schema: regenerate store/schema.sql from a freshly migrated database
+schema:
+	LOOPX_UPDATE_SCHEMA=1 scripts/with-postgres.sh $(GO) test -count=1 -run TestSchemaFileMatchesAFreshMigration ./store
+
+## lint: formatting, vet, and the floors and import rules (floors_test.go)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -count=1 -run 'TestDependencyRule' ./cmd/loopx
+	$(GO) test -count=1 .
 
 ## bench: Go benchmarks and the whole-process should-run benchmark; results in bench/results/
 bench: build
@@ -32,7 +40,7 @@ bench: build
 chaos: postgres pgbouncer build
 	$(GO) run ./bench/chaos -loopx $(BIN) -out bench/results/chaos.json
 
-# pgbouncer: install Debian's pgbouncer (the chaos suite runs it in transaction mode).
+## pgbouncer: install Debian's pgbouncer (the chaos suite runs it in transaction mode).
 pgbouncer:
 	@if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then \
 		echo "installing Debian's pgbouncer for make chaos" >&2; \
@@ -40,6 +48,6 @@ pgbouncer:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq pgbouncer >/dev/null; \
 	fi
 
-# postgres: install Debian's postgresql when the machine has no server binaries.
+## postgres: install Debian's postgresql when the machine has no server binaries.
 postgres:
 	@scripts/with-postgres.sh --install-only

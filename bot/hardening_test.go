@@ -14,7 +14,7 @@ import (
 
 	"loopx/bot"
 	"loopx/bot/sandbox"
-	"loopx/cmd/loopx/larkstore"
+	"loopx/server/larkstore"
 )
 
 // withEventID returns an event payload with another event id: Lark redelivering the same

@@ -20,9 +20,11 @@ import (
 
 	"loopx/bot"
 	"loopx/bot/sandbox"
-	"loopx/cmd/loopx/larkstore"
+	"loopx/cards"
+	"loopx/change"
 	"loopx/inbox"
 	"loopx/router"
+	"loopx/server/larkstore"
 	"loopx/store"
 	"loopx/store/storetest"
 	"loopx/templates"
@@ -281,6 +283,11 @@ func newChat(t testing.TB, st *store.Store, opts router.Options) (*router.Chat, 
 	if err != nil {
 		return nil, err
 	}
-	opts.Templates, opts.Inbox = tpl, ib
+	cs := cards.New(tpl, "en")
+	k, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
+	if err != nil {
+		return nil, err
+	}
+	opts.Templates, opts.Inbox, opts.Cards, opts.Changes = tpl, ib, cs, k
 	return router.New(st, opts)
 }

@@ -8,7 +8,7 @@ import (
 
 	"loopx/bot"
 	"loopx/bot/sandbox"
-	"loopx/router"
+	"loopx/cards"
 	"loopx/store"
 	"loopx/templates"
 )
@@ -93,7 +93,7 @@ func TestRouterGateCardApproveOverBothTransports(t *testing.T) {
 			tpl, err := templates.New()
 			require.NoError(t, err)
 			gate, err := e.st.AskGate(ctx, store.AskGateParams{GoalID: "docs", AgentID: "codex", Question: "Publish the release notes?",
-				Notice: router.NewGateCards(tpl, "en").Ask, Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"}})
+				Notice: cards.New(tpl, "en").Gates.Ask, Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"}})
 			require.NoError(t, err)
 			var card sandbox.Message
 			require.Eventually(t, func() bool {

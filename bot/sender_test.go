@@ -12,7 +12,7 @@ import (
 
 	"loopx/bot"
 	"loopx/bot/sandbox"
-	"loopx/cmd/loopx/larkstore"
+	"loopx/server/larkstore"
 )
 
 // checkExactlyOnce asserts the chat holds exactly the n texts "<prefix>NNN" in commit order.

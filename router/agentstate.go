@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"loopx/scheduler/quota"
+	"loopx/cards"
+	"loopx/quota"
 	"loopx/store"
 )
 
@@ -116,7 +117,7 @@ func (h *handling) describeAgent(ctx context.Context, row map[string]any, snap s
 		row["State"] = agentWaiting
 		gates := make([]string, len(d.Gates.Blocking))
 		for i, id := range d.Gates.Blocking {
-			gates[i] = shortGate(id)
+			gates[i] = cards.ShortGate(id)
 		}
 		row["Gates"] = gates
 	case d.State == quota.StateStalled:

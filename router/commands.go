@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"loopx/cards"
+	"loopx/change"
 	"loopx/store"
-	"loopx/store/change"
 )
 
 // command runs one parsed command: resolve its goal, check the sender's role, act, answer.
@@ -100,7 +101,7 @@ func (h *handling) status(ctx context.Context, tg *target) error {
 	}
 	shorts := make([]string, len(gates))
 	for i, g := range gates {
-		shorts[i] = shortGate(g.ID)
+		shorts[i] = cards.ShortGate(g.ID)
 	}
 	report, reportZone := nextReport(scheds)
 	spent, err := store.SpentSlots(ctx, h.tx, tg.goal.ID, time.Duration(tg.goal.WindowHours)*time.Hour, now)
@@ -134,7 +135,7 @@ func (h *handling) gates(ctx context.Context, tg *target) error {
 			return err
 		}
 		list = append(list, map[string]any{
-			"Short": shortGate(g.ID), "Question": g.Question, "Options": g.Options,
+			"Short": cards.ShortGate(g.ID), "Question": g.Question, "Options": g.Options,
 			"TodoID": g.TodoID, "TodoText": text,
 		})
 	}
@@ -430,7 +431,7 @@ func (h *handling) answerGate(ctx context.Context, cmd command, p Parsed) error 
 				return aerr
 			}
 		}
-		return h.reply(ctx, "failed", map[string]any{"Problem": fmt.Sprintf("there is no gate %s you can answer; /gates lists the open ones", shortGate(p.GateID))}, nil)
+		return h.reply(ctx, "failed", map[string]any{"Problem": fmt.Sprintf("there is no gate %s you can answer; /gates lists the open ones", cards.ShortGate(p.GateID))}, nil)
 	}
 	tg := &target{goal: goal.Goal, role: goal.Role, agent: g.AgentID}
 	if !allows(goal.Role, needOwner) {
@@ -438,10 +439,10 @@ func (h *handling) answerGate(ctx context.Context, cmd command, p Parsed) error 
 	}
 	out, err := h.st.AnswerGate(ctx, store.AnswerGateParams{
 		GoalID: goal.ID, GateID: g.ID, Answer: cmd.name, AnsweredBy: h.m.SenderID, Comment: p.Text,
-		ByAdmin: h.c.admins[h.m.SenderID], Notice: h.c.cards.Update, Meta: h.meta(),
+		ByAdmin: h.c.admins[h.m.SenderID], Notice: h.c.cards.Gates.Update, Meta: h.meta(),
 	})
 	if err != nil {
 		return h.kernelError(ctx, err, tg)
 	}
-	return h.reply(ctx, "gate_answered", map[string]any{"Short": shortGate(out.ID), "Status": out.Status, "Answer": ""}, tg)
+	return h.reply(ctx, "gate_answered", map[string]any{"Short": cards.ShortGate(out.ID), "Status": out.Status, "Answer": ""}, tg)
 }

@@ -1,6 +1,6 @@
 // Package router turns every way in from chat into one authorized operation on the state: a
 // Lark message (HandleMessage) or a card click (HandleCardAction), converted by the bot into
-// the transport-neutral Message and CardAction types. (The HTTP API lives in router/api.)
+// the transport-neutral Message and CardAction types. (The HTTP API is package api, the workspace package web, the MCP server package mcp.)
 //
 // Guarantees:
 //   - One transaction per event: the event's record, the operation, its audit rows and every
@@ -47,7 +47,7 @@
 //     ＃ work like / and #.
 //   - Replies use the chat's language (/lang), else the goal's, else Options.DefaultLang.
 //
-// Hooks for other packages: GateNotice / GateAnsweredNotice render gate cards for
-// store.AskGateParams.Notice and store.AnswerGateParams.Notice; Options.Report answers /report
-// (until the scheduler sets it, the bot says reports are not configured).
+// What it is given: Options.Cards (package cards) renders gate and proposal cards, the same
+// set the API and the workspace use; Options.Changes is the one change kernel;
+// Options.Report answers /report (nil: the bot says reports are not configured).
 package router

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"loopx/cards"
+	"loopx/change"
 	"loopx/inbox"
 	"loopx/router"
 	"loopx/store"
@@ -39,7 +41,9 @@ type testBundle struct {
 	st    *store.Store
 	chat  *router.Chat
 	ib    *inbox.Inbox
-	cards router.GateCards
+	cards *cards.Set
+	k     *change.Kernel
+	tpl   *templates.Set
 	clk   *storetest.Clock
 	seq   *atomic.Int64
 	mark  int64 // outbox id already looked at
@@ -68,7 +72,10 @@ func setup(t testing.TB, mutate ...func(*config)) *testBundle {
 	}
 	tpl, err := templates.New()
 	require.NoError(t, err)
-	c := config{Router: router.Options{BotOpenID: bot, Admins: []string{admin}, Now: clk.Now, Templates: tpl},
+	cs := cards.New(tpl, "en")
+	k, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
+	require.NoError(t, err)
+	c := config{Router: router.Options{BotOpenID: bot, Admins: []string{admin}, Now: clk.Now, Templates: tpl, Cards: cs, Changes: k},
 		Inbox: inbox.Options{Now: clk.Now, Templates: tpl}}
 	for _, m := range mutate {
 		m(&c)
@@ -78,7 +85,7 @@ func setup(t testing.TB, mutate ...func(*config)) *testBundle {
 	c.Router.Inbox = ib
 	chat, err := router.New(st, c.Router)
 	require.NoError(t, err)
-	e := &testBundle{t: t, pool: pool, st: st, chat: chat, ib: ib, cards: router.NewGateCards(tpl, "en"), clk: clk, seq: &atomic.Int64{}}
+	e := &testBundle{t: t, pool: pool, st: st, chat: chat, ib: ib, cards: cs, k: k, tpl: tpl, clk: clk, seq: &atomic.Int64{}}
 	e.send(router.Message{ChatID: room, ChatType: router.ChatGroup, SenderID: owner, Text: "@_user_1 /bind #docs"}, true)
 	e.outbox() // forget the setup replies
 	return e
@@ -179,7 +186,7 @@ func (e *testBundle) askGate(question string, todo int64) store.Gate {
 	e.t.Helper()
 	g, err := e.st.AskGate(e.t.Context(), store.AskGateParams{
 		GoalID: "docs", AgentID: "codex", Question: question, TodoID: todo,
-		Notice: e.cards.Ask, Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"},
+		Notice: e.cards.Gates.Ask, Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"},
 	})
 	require.NoError(e.t, err)
 	return g

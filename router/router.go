@@ -12,9 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"loopx/cards"
+	"loopx/change"
 	"loopx/inbox"
 	"loopx/store"
-	"loopx/store/change"
 	"loopx/templates"
 )
 
@@ -69,8 +70,10 @@ type Options struct {
 	// call's. The entry points still return nil for a duplicate; this is for metrics.
 	OnDuplicate func(ctx context.Context, eventType string)
 	// Changes is the change kernel protected commands propose through (/budget, /pause, ...).
-	// Nil: one over the same store and templates, updating proposal cards in chat.
+	// Required: the process's one kernel.
 	Changes *change.Kernel
+	// Cards renders gate and proposal cards. Required: the process's one set.
+	Cards *cards.Set
 	// SignInLink issues a one-time workspace sign-in link for a person, inside the chat
 	// transaction (db). Nil: /web says the workspace is not served.
 	SignInLink func(ctx context.Context, db store.DB, openID string) (string, error)
@@ -82,20 +85,19 @@ type Chat struct {
 	st     *store.Store
 	ib     *inbox.Inbox
 	tpl    *templates.Set
-	cards  GateCards
+	cards  *cards.Set
 	opts   Options
 	admins map[string]bool
 	log    *slog.Logger
 	fast   *fastBatcher
-	// changes proposes and confirms protected changes; proposals renders their cards.
-	changes   *change.Kernel
-	proposals ProposalCards
+	// changes proposes and confirms protected changes.
+	changes *change.Kernel
 }
 
 // New checks opts and returns a Chat.
 func New(st *store.Store, opts Options) (*Chat, error) {
-	if st == nil || opts.Inbox == nil || opts.Templates == nil {
-		return nil, errors.New("new chat router: store, inbox and templates are required")
+	if st == nil || opts.Inbox == nil || opts.Templates == nil || opts.Changes == nil || opts.Cards == nil {
+		return nil, errors.New("new chat router: store, inbox, templates, change kernel and cards are required")
 	}
 	if opts.BotOpenID == "" {
 		return nil, store.Errorf(store.ErrInvalid, "bot_open_id", "is empty; the router needs the bot's open_id to tell mentions of it in groups")
@@ -132,16 +134,8 @@ func New(st *store.Store, opts Options) (*Chat, error) {
 	}
 	fast := &fastBatcher{st: st, log: opts.Logger.WarnContext, opts: store.FastOptions{
 		MaxPending: ib.Options().MaxPending, Receipt: ReceiptEmoji}}
-	proposals := NewProposalCards(tpl, opts.DefaultLang)
-	changes := opts.Changes
-	if changes == nil {
-		var err error
-		if changes, err = change.New(st, change.Options{Templates: tpl, Cards: proposals.Update}); err != nil {
-			return nil, err
-		}
-	}
-	return &Chat{st: st, ib: ib, tpl: tpl, cards: NewGateCards(tpl, opts.DefaultLang), opts: opts,
-		admins: admins, log: opts.Logger, fast: fast, changes: changes, proposals: proposals}, nil
+	return &Chat{st: st, ib: ib, tpl: tpl, cards: opts.Cards, opts: opts,
+		admins: admins, log: opts.Logger, fast: fast, changes: opts.Changes}, nil
 }
 
 // handling is the state of handling one message inside its transaction.
@@ -373,8 +367,6 @@ func (h *handling) kernelError(ctx context.Context, err error, about *target) er
 	return err
 }
 
-func shortGate(id int64) string { return fmt.Sprintf("g%d", id) }
-
 // gateClick is a decoded gate button value.
 type gateClick struct {
 	GateID      int64
@@ -495,7 +487,7 @@ func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang strin
 	if l, err := store.GetChatLang(ctx, tx, a.ChatID); err != nil {
 		return CardResult{}, err
 	} else if l == "" {
-		lang = goalLang(goal.Goal, c.opts.DefaultLang)
+		lang = cards.GoalLang(goal.Goal, c.opts.DefaultLang)
 	}
 	switch {
 	case !allows(goal.Role, needOwner):
@@ -508,7 +500,7 @@ func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang strin
 	answer := click.Option
 	out, err := c.st.In(tx).AnswerGate(ctx, store.AnswerGateParams{
 		GoalID: goal.ID, GateID: g.ID, Answer: answer, AnsweredBy: a.OperatorID,
-		CardVersion: click.CardVersion, ByAdmin: c.admins[a.OperatorID], Notice: c.cards.Update,
+		CardVersion: click.CardVersion, ByAdmin: c.admins[a.OperatorID], Notice: c.cards.Gates.Update,
 		Meta: store.Meta{Actor: a.OperatorID, Surface: "card", IdempotencyKey: store.EventKey(a.EventID)},
 	})
 	if err != nil {
@@ -529,7 +521,7 @@ func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang strin
 		}
 		return CardResult{}, err
 	}
-	card, err := gateCard(ctx, tx, c.tpl, lang, goal.Goal, out)
+	card, err := c.cards.Gates.Card(ctx, tx, lang, goal.Goal, out)
 	if err != nil {
 		return CardResult{}, err
 	}

@@ -13,7 +13,6 @@ import (
 	"loopx/inbox"
 	"loopx/router"
 	"loopx/store"
-	"loopx/templates"
 )
 
 func TestRoutingTable(t *testing.T) {
@@ -327,9 +326,8 @@ func TestLangAndReport(t *testing.T) {
 func TestConcurrentReplicasOneEffect(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	tpl, err := templates.New()
-	require.NoError(t, err)
-	other, err := router.New(e.st, router.Options{BotOpenID: bot, Admins: []string{admin}, Now: e.clk.Now, Inbox: e.ib, Templates: tpl})
+	other, err := router.New(e.st, router.Options{BotOpenID: bot, Admins: []string{admin}, Now: e.clk.Now, Inbox: e.ib, Templates: e.tpl,
+		Cards: e.cards, Changes: e.k})
 	require.NoError(t, err)
 	replicas := []*router.Chat{e.chat, other}
 

@@ -11,11 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loopx/inbox"
+	"loopx/quota"
 	"loopx/router"
 	"loopx/scheduler"
-	"loopx/scheduler/quota"
 	"loopx/store"
-	"loopx/templates"
 )
 
 // Chat semantics that hold up in daily use (issue 15): what the bot says is what it did.
@@ -97,7 +96,7 @@ func TestCustomGateAnswerIsStoredAndShown(t *testing.T) {
 	}
 	ask := func(td store.Todo) store.Gate {
 		g, err := e.st.AskGate(ctx, store.AskGateParams{GoalID: "docs", AgentID: "codex", Question: "Publish " + td.Text + " now?",
-			Options: []string{"approve", "later", "reject"}, TodoID: td.ID, Notice: e.cards.Ask, Meta: agentMeta})
+			Options: []string{"approve", "later", "reject"}, TodoID: td.ID, Notice: e.cards.Gates.Ask, Meta: agentMeta})
 		require.NoError(t, err)
 		return g
 	}
@@ -304,9 +303,8 @@ func TestReportAnswersOnce(t *testing.T) {
 			return len(res.Outbox) > 0, err
 		}
 	})
-	tpl, err := templates.New()
-	require.NoError(t, err)
-	digests, err = scheduler.NewDigests(scheduler.DigestConfig{Store: e.st, Templates: tpl})
+	var err error
+	digests, err = scheduler.NewDigests(scheduler.DigestConfig{Store: e.st, Cards: e.cards})
 	require.NoError(t, err)
 
 	e.clk.Add(time.Hour)

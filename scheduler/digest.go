@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"loopx/cards"
 	"loopx/store"
 	"loopx/templates"
 )
 
 // DigestConfig configures report digests.
 type DigestConfig struct {
-	Store     *store.Store
-	Templates *templates.Set
+	Store *store.Store
+	Cards *cards.Set // renders the report card
 }
 
 // Digests builds report digests: what happened on a goal in the finished window since its
@@ -26,8 +27,8 @@ type Digests struct {
 
 // NewDigests checks cfg and returns Digests.
 func NewDigests(cfg DigestConfig) (*Digests, error) {
-	if cfg.Store == nil || cfg.Templates == nil {
-		return nil, errors.New("digest config: Store and Templates are required")
+	if cfg.Store == nil || cfg.Cards == nil {
+		return nil, errors.New("digest config: Store and Cards are required")
 	}
 	return &Digests{cfg: cfg}, nil
 }
@@ -117,9 +118,8 @@ func (d *Digests) build(ctx context.Context, tx store.DB, p ReportParams, trigge
 		res.Reason = "already_sent"
 		return res, nil
 	}
-	res.Message, err = d.cfg.Templates.Render(lang, "digest", DigestView(facts, lang, loc, sched.HeartbeatNext))
-	if err != nil {
-		return res, fmt.Errorf("render digest: %w", err)
+	if res.Message, err = d.cfg.Cards.Report(lang, facts, loc, sched.HeartbeatNext); err != nil {
+		return res, err
 	}
 	base := store.OutboxInsert{Kind: res.Message.Kind, Content: res.Message.Content, GoalID: p.GoalID}
 	switch {

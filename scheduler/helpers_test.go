@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"loopx/quota"
 	"loopx/scheduler"
-	"loopx/scheduler/quota"
 	"loopx/store"
 	"loopx/store/storetest"
 )

@@ -8,8 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/cards"
+	"loopx/quota"
 	"loopx/scheduler"
-	"loopx/scheduler/quota"
 	"loopx/store"
 	"loopx/store/storetest"
 	"loopx/templates"
@@ -112,7 +113,7 @@ func TestDigestListsCancelledGatesAsCancelled(t *testing.T) {
 
 	set, err := templates.New()
 	require.NoError(t, err)
-	dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: st, Templates: set})
+	dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: st, Cards: cards.New(set, "en")})
 	require.NoError(t, err)
 	var res scheduler.DigestResult
 	require.NoError(t, st.WithTx(ctx, func(tx *store.Tx) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/cards"
 	"loopx/scheduler"
 	"loopx/store"
 	"loopx/store/storetest"
@@ -58,7 +59,7 @@ func newNotifyBundle(t *testing.T, t0 time.Time, replicas int) *notifyBundle {
 		b.replicas = append(b.replicas, newReplica(t, url, "n"+string(rune('1'+i)), c, &idleDecider{}, func(cfg *scheduler.Config) {
 			rem, err := scheduler.NewReminders(scheduler.ReminderConfig{Store: cfg.Store, Templates: set})
 			require.NoError(t, err)
-			dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: cfg.Store, Templates: set})
+			dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: cfg.Store, Cards: cards.New(set, "en")})
 			require.NoError(t, err)
 			cfg.Reminders, cfg.Digests = rem, dig
 		}))
@@ -294,13 +295,13 @@ func TestDigestOncePerWindowMatchesHistory(t *testing.T) {
 	// A restarted replica at the same time finds nothing due; building the same window again
 	// in a transaction is a no-op.
 	again := newReplica(t, b.url, "restart", b.clock, &idleDecider{}, func(cfg *scheduler.Config) {
-		dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: cfg.Store, Templates: b.set})
+		dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: cfg.Store, Cards: cards.New(b.set, "en")})
 		require.NoError(t, err)
 		cfg.Digests = dig
 	})
 	_, err := again.sched.Step(ctx)
 	require.NoError(t, err)
-	dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: b.st, Templates: b.set})
+	dig, err := scheduler.NewDigests(scheduler.DigestConfig{Store: b.st, Cards: cards.New(b.set, "en")})
 	require.NoError(t, err)
 	require.NoError(t, b.st.WithTx(ctx, func(tx *store.Tx) error {
 		res, err := dig.Scheduled(ctx, tx, "rel-en", fire)

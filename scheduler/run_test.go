@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/quota"
 	"loopx/scheduler"
-	"loopx/scheduler/quota"
 	"loopx/store"
 	"loopx/store/storetest"
 )

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"loopx/scheduler/quota"
+	"loopx/quota"
 	"loopx/store"
 )
 

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"time"
 
-	"loopx/scheduler/quota"
+	"loopx/quota"
 	"loopx/store"
 )
 

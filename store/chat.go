@@ -92,6 +92,3 @@ func ListUnrouted(ctx context.Context, db DB, chatID string, limit int) ([]Unrou
 	}
 	return out, nil
 }
-
-// The Lookup* reads below run on a caller's DB (usually the chat transaction) so the router
-// sees its own writes and never needs a second pool connection while its transaction is open.

@@ -51,7 +51,7 @@ type Effect struct {
 	Args map[string]string `json:"args,omitempty"`
 }
 
-// Proposal is a stored, typed change awaiting confirmation (see package store/change, which
+// Proposal is a stored, typed change awaiting confirmation (see package change, which
 // computes it).
 type Proposal struct {
 	ID             int64           `json:"proposal_id"`

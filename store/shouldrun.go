@@ -178,7 +178,7 @@ func scanShouldRunSnapshot(row pgx.Row, receiptKey string, hash []byte) (ShouldR
 
 // DecisionRecord is what should-run writes after deciding.
 type DecisionRecord struct {
-	Entry        LedgerEntry // the tick_decision row (Kind is set by RecordTick)
+	Entry        LedgerEntry // the tick_decision row (its Kind is ignored: recordDecisionSQL writes tick_decision)
 	HintIdentity string
 	HintStep     int
 	// Body is the answer stored as the receipt when the ShouldRunTx was opened with a receipt key

@@ -17,8 +17,16 @@ import (
 //go:embed en/*.tmpl zh/*.tmpl web/*.html web/*.json
 var files embed.FS
 
-// Languages lists the supported languages; the first is the fallback.
-func Languages() []string { return []string{"en", "zh"} }
+// Languages lists the supported languages; the first, DefaultLang, is the fallback. This is
+// the one list: every check of a language (config, chat /lang, goals, the workspace) asks
+// IsLang.
+func Languages() []string { return []string{DefaultLang, "zh"} }
+
+// DefaultLang is the language used when nothing chose one.
+const DefaultLang = "en"
+
+// IsLang reports whether lang is a supported language.
+func IsLang(lang string) bool { return slices.Contains(Languages(), lang) }
 
 // MaxCardBytes is Lark's limit for an interactive message body.
 const MaxCardBytes = 30 * 1024
@@ -100,10 +108,10 @@ func (s *Set) Has(name, kind string) bool {
 
 // Lang returns lang when it is supported and the fallback language otherwise.
 func Lang(lang string) string {
-	if slices.Contains(Languages(), lang) {
+	if IsLang(lang) {
 		return lang
 	}
-	return Languages()[0]
+	return DefaultLang
 }
 
 // Text renders the plain-text template name in lang.

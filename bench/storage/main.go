@@ -30,7 +30,7 @@ import (
 	"strings"
 	"time"
 
-	"loopx/scheduler/quota"
+	"loopx/quota"
 	"loopx/store"
 	"loopx/store/storetest"
 )

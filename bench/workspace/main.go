@@ -1,7 +1,7 @@
 // Command workspace measures the web workspace's first pages at 10,000 goals: the server
 // time of GET /web/ (what needs you) and of a goal page, for an admin (every goal visible),
 // an owner of a few goals among them, and a person on no goal. Each page is served by the real
-// handler (router/web) on a real PostgreSQL, in process, so the time is the server's alone:
+// handler (package web) on a real PostgreSQL, in process, so the time is the server's alone:
 // from the request entering the handler to the last byte written. The target is under
 // 100 ms at 10,000 goals.
 //
@@ -23,12 +23,12 @@ import (
 	"strings"
 	"time"
 
-	"loopx/router"
-	"loopx/router/web"
+	"loopx/cards"
+	"loopx/change"
 	"loopx/store"
-	"loopx/store/change"
 	"loopx/store/storetest"
 	"loopx/templates"
+	"loopx/web"
 )
 
 // Who the pages are measured for.
@@ -96,11 +96,12 @@ func run(ctx context.Context, goals, n int, out string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	k, err := change.New(st, change.Options{Templates: tpl})
+	cs := cards.New(tpl, "en")
+	k, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
 	if err != nil {
 		return err
 	}
-	srv, err := web.New(web.Options{Store: st, Changes: k, GateCards: router.NewGateCards(tpl, "en"), Templates: tpl})
+	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl})
 	if err != nil {
 		return err
 	}

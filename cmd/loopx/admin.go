@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"loopx/router/api"
-	"loopx/router/apiclient"
-	"loopx/store"
+	"loopx/api"
+	"loopx/api/client"
+	"loopx/server"
 )
 
 func (a *app) versionCommand() *cobra.Command {
@@ -45,32 +45,12 @@ under LOOPX_HOME when DATABASE_URL is unset), under a database lock.`,
 		Example: `  DATABASE_URL=postgres://loopx@db/loopx loopx migrate`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(a.getenv)
+			cfg, err := server.LoadConfig(a.getenv)
 			if err != nil {
 				return usageError{fmt.Errorf("load config: %w", err)}
 			}
-			ctx := cmd.Context()
-			logger := newLogger(a.stderr, cfg.LogFormat, cfg.LogLevel)
-			unlock, err := lockHome(cfg, "migrate")
-			if err != nil {
-				return err
-			}
-			defer unlock()
-			url, stopDB, err := openDatabase(ctx, cfg, logger)
-			if err != nil {
-				return err
-			}
-			defer stopDB()
-			opened, err := store.OpenWith(ctx, url, store.OpenOptions{Pooler: cfg.PgBouncer})
-			if err != nil {
-				return fmt.Errorf("connect to database: %w", err)
-			}
-			pool := opened.Pool
-			defer pool.Close()
-			if err := store.Migrate(ctx, pool); err != nil {
-				return err
-			}
-			cur, latest, err := store.MigrationStatus(ctx, pool)
+			cfg.Logger = server.NewLogger(a.stderr, cfg.LogFormat, cfg.LogLevel)
+			cur, latest, err := server.Migrate(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -153,7 +133,7 @@ server cannot be reached.`,
 			tok := check{Name: "token"}
 			if c, err := a.newClient(); err != nil {
 				tok.Detail = err.Error()
-			} else if raw, err := c.Do(ctx, apiclient.Request{Method: http.MethodGet, Path: "/v1/whoami"}); err != nil {
+			} else if raw, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: "/v1/whoami"}); err != nil {
 				tok.Detail = err.Error()
 			} else {
 				tok.OK, tok.Detail = true, "valid: "+strings.TrimSpace(string(raw))
@@ -194,7 +174,7 @@ server cannot be reached.`,
 // settingsCheck loads the server's settings from this environment as `loopx serve` would,
 // and names every variable that is wrong.
 func settingsCheck(_ context.Context, getenv func(string) string) check {
-	cfg, err := loadConfig(getenv)
+	cfg, err := server.LoadConfig(getenv)
 	switch {
 	case err != nil:
 		return check{Name: "settings", Detail: err.Error()}
@@ -212,7 +192,7 @@ func (a *app) diagnosticChecks(ctx context.Context) []check {
 	if err != nil {
 		return nil
 	}
-	raw, err := c.Do(ctx, apiclient.Request{Method: http.MethodGet, Path: "/v1/diagnostics"})
+	raw, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: "/v1/diagnostics"})
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) && ae.Code == api.CodeForbidden {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"loopx/cmd/loopx/project"
+	"loopx/hosts/project"
 )
 
 func (a *app) connectCommand() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"loopx/router/api"
+	"loopx/api"
 )
 
 func (a *app) evidenceCommand() *cobra.Command {

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"loopx/router/api"
-	"loopx/router/apiclient"
+	"loopx/api"
+	"loopx/api/client"
 )
 
 // call runs one API request from a command and prints the answer.
@@ -22,7 +22,7 @@ func (a *app) call(cmd *cobra.Command, method, path string, query url.Values, bo
 	if err != nil {
 		return err
 	}
-	raw, err := c.Do(cmd.Context(), apiclient.Request{Method: method, Path: path, Query: query, Body: body, IdempotencyKey: a.key()})
+	raw, err := c.Do(cmd.Context(), client.Request{Method: method, Path: path, Query: query, Body: body, IdempotencyKey: a.key()})
 	if err != nil {
 		return err
 	}
@@ -30,7 +30,7 @@ func (a *app) call(cmd *cobra.Command, method, path string, query url.Values, bo
 }
 
 // goalPath is /v1/goals/{goal} with the id escaped; the server validates it.
-func goalPath(goal string, rest ...string) string { return apiclient.GoalPath(goal, rest...) }
+func goalPath(goal string, rest ...string) string { return client.GoalPath(goal, rest...) }
 
 // goalFlags are the settable fields of a goal, shared by create and set.
 type goalFlags struct {
@@ -210,7 +210,7 @@ func (a *app) currentVersion(cmd *cobra.Command, path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	raw, err := c.Do(cmd.Context(), apiclient.Request{Method: http.MethodGet, Path: path})
+	raw, err := c.Do(cmd.Context(), client.Request{Method: http.MethodGet, Path: path})
 	if err != nil {
 		return 0, err
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"loopx/cmd/loopx/hosts"
-	"loopx/cmd/loopx/project"
+	"loopx/hosts"
+	"loopx/hosts/project"
 )
 
 func (a *app) hostsCommand() *cobra.Command {

@@ -11,7 +11,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"loopx/router/mcp"
+	"loopx/mcp"
+	"loopx/server"
 )
 
 func (a *app) mcpCommand() *cobra.Command {
@@ -27,7 +28,7 @@ loopx://state, and the prompt "turn". loopx hosts install writes the host's entr
 It is a client of the LoopX HTTP API and works as one agent on one goal:
   goal, agent  LOOPX_GOAL_ID and LOOPX_AGENT_ID, else the project's connection (.loopx/ in
                --project or the current folder or a parent; loopx connect writes it)
-  server       LOOPX_URL, else the connection's, else http://` + DefaultListen + `
+  server       LOOPX_URL, else the connection's, else http://` + server.DefaultListen + `
   token        LOOPX_TOKEN, else the agent's token loopx connect stored in the user's
                config directory
 Without a connection it still starts (a host can list the tools) and every tool answers
@@ -44,7 +45,7 @@ what to do. Logs go to stderr (LOG_LEVEL, default warn); stdout is the protocol.
 			if err := level.UnmarshalText([]byte(cmp.Or(a.getenv("LOG_LEVEL"), "warn"))); err != nil {
 				return usageError{fmt.Errorf("LOG_LEVEL: %q is not debug, info, warn or error", a.getenv("LOG_LEVEL"))}
 			}
-			opts := mcp.Options{Version: version, Logger: newLogger(a.stderr, "text", level).With("component", "mcp")}
+			opts := mcp.Options{Version: version, Logger: server.NewLogger(a.stderr, "text", level).With("component", "mcp")}
 			a.agentConnection(&opts)
 			srv, err := mcp.New(opts)
 			if err != nil {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"loopx/router/api"
-	"loopx/router/apiclient"
-	"loopx/store/change"
+	"loopx/api"
+	"loopx/api/client"
+	"loopx/change"
 )
 
 // proposalBody turns goal set's flags into a change preview request.
@@ -92,7 +92,7 @@ was computed against; otherwise the answer is "stale" with a fresh proposal to c
 			return api.ProposalAnswer{}, err
 		}
 		var p api.ProposalAnswer
-		err = cl.DoJSON(c.Context(), apiclient.Request{Method: http.MethodGet, Path: "/v1/proposals/" + strconv.FormatInt(id, 10)}, &p)
+		err = cl.DoJSON(c.Context(), client.Request{Method: http.MethodGet, Path: "/v1/proposals/" + strconv.FormatInt(id, 10)}, &p)
 		return p, err
 	}
 	show := &cobra.Command{
@@ -117,7 +117,7 @@ was computed against; otherwise the answer is "stale" with a fresh proposal to c
 				if err != nil {
 					return err
 				}
-				raw, err := cl.Do(c.Context(), apiclient.Request{Method: http.MethodPost, Body: struct{}{}, IdempotencyKey: a.key(),
+				raw, err := cl.Do(c.Context(), client.Request{Method: http.MethodPost, Body: struct{}{}, IdempotencyKey: a.key(),
 					Path: goalPath(p.GoalID, "proposals", strconv.FormatInt(p.ID, 10), verb)})
 				if err != nil {
 					return err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"loopx/router/api"
+	"loopx/api"
 )
 
 func (a *app) quotaCommand() *cobra.Command {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"loopx/router/api"
+	"loopx/api"
 )
 
 func (a *app) todoCommand() *cobra.Command {

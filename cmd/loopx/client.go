@@ -14,8 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"loopx/cmd/loopx/project"
-	"loopx/router/apiclient"
+	"loopx/api/client"
+	"loopx/hosts/project"
+	"loopx/server"
 )
 
 // serverURL is where the CLI calls: LOOPX_URL, else the project's connection, else the
@@ -23,22 +24,22 @@ import (
 func (a *app) serverURL() (base string, local bool, err error) {
 	if u := a.getenv("LOOPX_URL"); u != "" {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return "", false, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", u, DefaultListen)}
+			return "", false, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", u, server.DefaultListen)}
 		}
-		return strings.TrimRight(u, "/"), project.NormalizeURL(u) == "http://"+DefaultListen, nil
+		return strings.TrimRight(u, "/"), project.NormalizeURL(u) == "http://"+server.DefaultListen, nil
 	}
 	if _, conn, found, err := a.connection(); err != nil {
 		return "", false, err
 	} else if found {
-		return conn.ServerURL, project.NormalizeURL(conn.ServerURL) == "http://"+DefaultListen, nil
+		return conn.ServerURL, project.NormalizeURL(conn.ServerURL) == "http://"+server.DefaultListen, nil
 	}
-	return "http://" + DefaultListen, true, nil
+	return "http://" + server.DefaultListen, true, nil
 }
 
 // newClient is the client a person's command uses: LOOPX_TOKEN, else (for the local server)
 // the admin token `loopx serve` keeps under LOOPX_HOME, else the connected agent's stored
 // token.
-func (a *app) newClient() (*apiclient.Client, error) {
+func (a *app) newClient() (*client.Client, error) {
 	if err := checkIdempotencyFlag(a.idemKey); err != nil {
 		return nil, err
 	}
@@ -47,12 +48,12 @@ func (a *app) newClient() (*apiclient.Client, error) {
 		return nil, err
 	}
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", base, DefaultListen)}
+		return nil, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", base, server.DefaultListen)}
 	}
 	token := a.getenv("LOOPX_TOKEN")
 	if token == "" && local {
 		if home := a.serverHome(); home != "" {
-			token, _ = readToken(filepath.Join(home, tokenFile))
+			token, _ = server.ReadAdminToken(home)
 		}
 	}
 	if token == "" {
@@ -80,8 +81,8 @@ func (a *app) storedToken(base string) (string, error) {
 	return creds.Token(base, conn.GoalID, conn.AgentID)
 }
 
-func (a *app) clientFor(base, token string) (*apiclient.Client, error) {
-	c, err := apiclient.New(apiclient.Options{BaseURL: base, Token: token})
+func (a *app) clientFor(base, token string) (*client.Client, error) {
+	c, err := client.New(client.Options{BaseURL: base, Token: token})
 	if err != nil {
 		return nil, usageError{fmt.Errorf("LOOPX_URL: %w", err)}
 	}

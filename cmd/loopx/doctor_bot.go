@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"loopx/bot"
+	"loopx/server"
 )
 
 // larkAppCheck asks Lark, with the configured app, who the bot is: it proves the App ID and
@@ -21,7 +22,7 @@ import (
 // Without LARK_APP_ID the server runs the sandbox and there is nothing to ask.
 func larkAppCheck(ctx context.Context, getenv func(string) string) check {
 	c := check{Name: "lark app"}
-	lark, sandboxed, err := loadLarkConfig(getenv)
+	lark, sandboxed, err := server.LoadLarkConfig(getenv)
 	switch {
 	case err != nil:
 		c.Detail = err.Error()
@@ -30,7 +31,7 @@ func larkAppCheck(ctx context.Context, getenv func(string) string) check {
 		c.OK, c.Detail = true, "no Lark app configured (sandbox)"
 		return c
 	}
-	cfg := lark.botConfig()
+	cfg := lark.BotConfig()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	openID, name, err := bot.NewClient(cfg, 5*time.Second).BotInfo(ctx)
@@ -46,7 +47,7 @@ func larkAppCheck(ctx context.Context, getenv func(string) string) check {
 // the long connection is up, or the HTTP callbacks are mounted, or it runs the sandbox.
 func larkLinkCheck(ctx context.Context, getenv func(string) string) check {
 	c := check{Name: "lark link"}
-	base := strings.TrimRight(cmp.Or(getenv("LOOPX_URL"), "http://"+DefaultListen), "/")
+	base := strings.TrimRight(cmp.Or(getenv("LOOPX_URL"), "http://"+server.DefaultListen), "/")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz/lark", nil)
@@ -97,7 +98,7 @@ func failureAdvice(code string) string {
 // reads them from the database), with Lark's code and what to do.
 func larkOutboxCheck(ctx context.Context, getenv func(string) string) check {
 	c := check{Name: "lark sends"}
-	base := strings.TrimRight(cmp.Or(getenv("LOOPX_URL"), "http://"+DefaultListen), "/")
+	base := strings.TrimRight(cmp.Or(getenv("LOOPX_URL"), "http://"+server.DefaultListen), "/")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)

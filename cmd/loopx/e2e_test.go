@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"loopx/server"
 	"loopx/store"
 	"loopx/store/devpg"
 	"loopx/store/storetest"
@@ -55,7 +56,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-type server struct {
+type serveProc struct {
 	url  string
 	cmd  *exec.Cmd
 	logs *syncBuffer
@@ -81,14 +82,14 @@ func (s *syncBuffer) String() string {
 
 // startServe starts `loopx serve` with env and returns once it is ready. Cleanup stops it
 // with SIGTERM and checks that it exits within the 5 s shutdown grace.
-func startServe(t *testing.T, env map[string]string) *server {
+func startServe(t *testing.T, env map[string]string) *serveProc {
 	t.Helper()
 	s := launchServe(t, env)
 	s.waitReady(t)
 	return s
 }
 
-func launchServe(t *testing.T, env map[string]string) *server {
+func launchServe(t *testing.T, env map[string]string) *serveProc {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(loopxBinary(t), "serve")
@@ -96,7 +97,7 @@ func launchServe(t *testing.T, env map[string]string) *server {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	s := &server{url: "http://" + addr, cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+	s := &serveProc{url: "http://" + addr, cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	require.NoError(t, cmd.Start())
 	go func() { s.done <- cmd.Wait() }()
@@ -109,7 +110,7 @@ func launchServe(t *testing.T, env map[string]string) *server {
 	return s
 }
 
-func (s *server) waitReady(t *testing.T) {
+func (s *serveProc) waitReady(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -132,7 +133,7 @@ func (s *server) waitReady(t *testing.T) {
 }
 
 // stop sends SIGTERM and requires a clean exit within the shutdown grace.
-func (s *server) stop(t *testing.T) {
+func (s *serveProc) stop(t *testing.T) {
 	if s.cmd.ProcessState != nil {
 		return
 	}
@@ -141,9 +142,9 @@ func (s *server) stop(t *testing.T) {
 	case err := <-s.done:
 		s.done <- err
 		require.NoError(t, err, "loopx serve exit after SIGTERM:\n%s", s.logs.String())
-	case <-time.After(shutdownGrace + time.Second):
+	case <-time.After(server.ShutdownGrace + time.Second):
 		_ = s.cmd.Process.Kill()
-		t.Errorf("loopx serve did not stop within %s of SIGTERM", shutdownGrace)
+		t.Errorf("loopx serve did not stop within %s of SIGTERM", server.ShutdownGrace)
 	}
 }
 
@@ -164,7 +165,7 @@ func (r cliResult) json(t *testing.T) map[string]any {
 }
 
 // cli runs the real binary against s with token.
-func (s *server) cli(t *testing.T, token string, args ...string) cliResult {
+func (s *serveProc) cli(t *testing.T, token string, args ...string) cliResult {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), loopxBinary(t), args...)
 	cmd.Env = append(baseEnv(), "LOOPX_URL="+s.url, "LOOPX_TOKEN="+token)
@@ -181,7 +182,7 @@ func (s *server) cli(t *testing.T, token string, args ...string) cliResult {
 	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
-func (s *server) ok(t *testing.T, token string, args ...string) map[string]any {
+func (s *serveProc) ok(t *testing.T, token string, args ...string) map[string]any {
 	t.Helper()
 	r := s.cli(t, token, append(args, "--format", "json")...)
 	require.Equal(t, 0, r.code, "loopx %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.stdout, r.stderr)
@@ -345,7 +346,7 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-func dbURLOf(t *testing.T, s *server) string {
+func dbURLOf(t *testing.T, s *serveProc) string {
 	t.Helper()
 	for _, kv := range s.cmd.Env {
 		if v, ok := strings.CutPrefix(kv, "DATABASE_URL="); ok {
@@ -394,7 +395,7 @@ func TestTwoServesMigrateOnce(t *testing.T) {
 	require.Equal(t, len(files), distinct, "every migration applied")
 	require.Equal(t, distinct, rows, "each migration applied exactly once")
 	// Both answer the API.
-	for _, s := range []*server{a, b} {
+	for _, s := range []*serveProc{a, b} {
 		r := s.cli(t, e2eAdminToken, "goal", "list", "--format", "json")
 		require.Equal(t, 0, r.code, r.stderr)
 	}
@@ -420,10 +421,10 @@ func TestServeWithoutDatabaseURL(t *testing.T) {
 	require.NoError(t, os.Mkdir(home, 0o755))
 	s := startServe(t, map[string]string{"LOOPX_HOME": home})
 
-	st, err := os.Stat(filepath.Join(home, tokenFile))
+	st, err := os.Stat(server.AdminTokenPath(home))
 	require.NoError(t, err)
 	require.Equal(t, fs.FileMode(0o600), st.Mode().Perm())
-	token, err := readToken(filepath.Join(home, tokenFile))
+	token, err := server.ReadAdminToken(home)
 	require.NoError(t, err)
 	require.Len(t, token, 64)
 
@@ -449,7 +450,7 @@ func TestServeWithoutDatabaseURL(t *testing.T) {
 
 	// The data survives a restart, and the token is the same.
 	s2 := startServe(t, map[string]string{"LOOPX_HOME": home})
-	token2, err := readToken(filepath.Join(home, tokenFile))
+	token2, err := server.ReadAdminToken(home)
 	require.NoError(t, err)
 	require.Equal(t, token, token2)
 	m := s2.ok(t, token, "goal", "show", "--goal-id", "local")

@@ -65,7 +65,7 @@ func TestDoctorNamesUnreadableSecretAndRotationFixesIt(t *testing.T) {
 // sent, never "server unreachable" (exit 3).
 func TestBadIdempotencyKeyFlagIsUsageError(t *testing.T) {
 	t.Parallel()
-	s := &server{url: "http://" + freeAddr(t)} // nothing listens: the flag is refused first
+	s := &serveProc{url: "http://" + freeAddr(t)} // nothing listens: the flag is refused first
 	for _, k := range []string{"k\x01k", "k\xffk", strings.Repeat("k", 201)} {
 		r := s.cli(t, e2eAdminToken, "todo", "add", "--goal-id", "g", "--text", "x", "--idempotency-key", k)
 		require.Equal(t, exitUsage, r.code, "%q: %s", k, r.stderr)
@@ -74,7 +74,7 @@ func TestBadIdempotencyKeyFlagIsUsageError(t *testing.T) {
 }
 
 // cliEnv runs the real binary with env (and nothing of the server's URL or token).
-func (s *server) cliEnv(t *testing.T, env map[string]string, args ...string) cliResult {
+func (s *serveProc) cliEnv(t *testing.T, env map[string]string, args ...string) cliResult {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), loopxBinary(t), args...)
 	cmd.Env = baseEnv()

@@ -66,7 +66,7 @@ func connectedProject(t *testing.T, home string) string {
 	return project
 }
 
-func connectedProjectOn(t *testing.T, home string) (string, *server) {
+func connectedProjectOn(t *testing.T, home string) (string, *serveProc) {
 	t.Helper()
 	s := startServe(t, map[string]string{"DATABASE_URL": storetest.NewDatabase(t), "LOOPX_ADMIN_TOKEN": e2eAdminToken, "LOOPX_SCHEDULER": "off"})
 	project := filepath.Join(t.TempDir(), "hosts")

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"loopx/router/api"
+	"loopx/api"
 )
 
 // inboxCommand is `loopx inbox`: what people wrote to an agent from chat, for the agent to

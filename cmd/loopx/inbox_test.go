@@ -8,30 +8,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"loopx/inbox"
-	"loopx/router"
-	"loopx/router/api"
-	"loopx/scheduler/quota"
+	"loopx/api"
+	"loopx/api/apitest"
 	"loopx/store"
 	"loopx/store/storetest"
-	"loopx/templates"
 )
 
 func TestInboxCommands(t *testing.T) {
 	t.Parallel()
 	const admin = "admin-token-for-inbox-cli-tests"
 	st := storetest.New(t, store.Options{})
-	tpl, err := templates.New()
-	require.NoError(t, err)
-	ib, err := inbox.New(st, inbox.Options{Templates: tpl})
-	require.NoError(t, err)
-	srv, err := api.New(api.Options{Store: st, Quota: quota.NewService(st, quota.Options{}), AdminToken: admin,
-		Inbox: ib, GateCards: router.NewGateCards(tpl, "en")})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(apitest.New(t, st, apitest.Options{AdminToken: admin}).API)
 	t.Cleanup(hs.Close)
 	meta := store.Meta{Actor: "admin", Surface: "system"}
-	_, err = st.CreateGoal(t.Context(), store.CreateGoalParams{ID: "demo", Owners: []string{"ou_o"}, Meta: meta})
+	_, err := st.CreateGoal(t.Context(), store.CreateGoalParams{ID: "demo", Owners: []string{"ou_o"}, Meta: meta})
 	require.NoError(t, err)
 	ag, err := st.RegisterAgent(t.Context(), store.RegisterAgentParams{GoalID: "demo", AgentID: "codex", Meta: meta})
 	require.NoError(t, err)

@@ -12,9 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"loopx/cmd/loopx/project"
-	"loopx/router/api"
-	"loopx/router/apiclient"
+	"loopx/api"
+	"loopx/api/client"
+	"loopx/hosts/project"
+	"loopx/server"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -76,7 +77,7 @@ func (a *app) rootCommand() *cobra.Command {
 		Short: "LoopX: durable state and scheduling for long-horizon AI agents, steered from Lark",
 		Long: `loopx is both the server (loopx serve) and its client.
 
-The client talks to the server's HTTP API at LOOPX_URL (default http://` + DefaultListen + `)
+The client talks to the server's HTTP API at LOOPX_URL (default http://` + server.DefaultListen + `)
 with the bearer token LOOPX_TOKEN (default: the admin token loopx serve wrote under
 LOOPX_HOME, when LOOPX_URL is the default).
 
@@ -168,7 +169,7 @@ func (a *app) report(err error) int {
 	switch {
 	case errors.As(err, &ue), errors.As(err, &pe):
 		return exitUsage
-	case errors.As(err, &ne), errors.Is(err, apiclient.ErrUnreachable):
+	case errors.As(err, &ne), errors.Is(err, client.ErrUnreachable):
 		return exitUnreachable
 	}
 	// cobra reports unknown commands and bad arguments as plain errors.

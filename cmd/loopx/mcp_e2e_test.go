@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loopx/bot/sandbox"
-	"loopx/router/mcp"
+	"loopx/mcp"
 	"loopx/store"
 	"loopx/store/storetest"
 )
@@ -25,7 +25,7 @@ import (
 // mcpEnv is a real loopx serve wired to a sandbox Lark, and a database pool to check it.
 type mcpEnv struct {
 	sb    *sandbox.Sandbox
-	s     *server
+	s     *serveProc
 	pool  *pgxpool.Pool
 	owner string
 }
@@ -278,7 +278,7 @@ func TestMCPGovernedTurn(t *testing.T) {
 
 // cliIn runs the real binary in dir against s with token ("" = none) and extra environment
 // (later values win).
-func (s *server) cliIn(t *testing.T, dir, token string, env []string, args ...string) cliResult {
+func (s *serveProc) cliIn(t *testing.T, dir, token string, env []string, args ...string) cliResult {
 	t.Helper()
 	full := append(baseEnv(), "LOOPX_URL="+s.url)
 	if token != "" {

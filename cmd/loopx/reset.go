@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"loopx/server"
 	"loopx/store/devpg"
 )
 
@@ -40,7 +41,7 @@ a database named by DATABASE_URL is never touched.`,
 			if !sandbox {
 				return usageError{errors.New("say what to start over: --sandbox (the private database and the sandbox's chats under LOOPX_HOME)")}
 			}
-			cfg, err := loadConfig(a.getenv)
+			cfg, err := server.LoadConfig(a.getenv)
 			if err != nil {
 				return usageError{fmt.Errorf("load config: %w", err)}
 			}
@@ -48,7 +49,7 @@ a database named by DATABASE_URL is never touched.`,
 				return usageError{errors.New("DATABASE_URL is set: loopx reset deletes only the private database it made under LOOPX_HOME, never one it was given; unset DATABASE_URL, or reset that database yourself")}
 			}
 			// The lock of a running serve (or migrate) on this home keeps its cluster safe.
-			unlock, err := lockHome(cfg, "reset")
+			unlock, err := server.LockHome(cfg, "reset")
 			if err != nil {
 				return err
 			}
@@ -100,7 +101,7 @@ func (a *app) resetDone(deleted []resetTarget, note string) error {
 }
 
 // resetTargets lists what exists of the home's private database and sandbox state.
-func resetTargets(cfg Config) ([]resetTarget, error) {
+func resetTargets(cfg server.Config) ([]resetTarget, error) {
 	home := filepath.Join(cfg.Home, "pg")
 	cluster, moved, err := devpg.Locate(devpg.Options{Dir: home})
 	if err != nil {
@@ -128,7 +129,7 @@ func resetTargets(cfg Config) ([]resetTarget, error) {
 // line of loopx doctor): under LOOPX_HOME, or elsewhere when the postgres user cannot reach it.
 func privateDatabaseCheck(_ context.Context, getenv func(string) string) check {
 	c := check{Name: "private-db", OK: true}
-	cfg, err := loadConfig(getenv)
+	cfg, err := server.LoadConfig(getenv)
 	switch {
 	case err != nil:
 		c.Detail = "not checked: the settings are wrong (see settings)"

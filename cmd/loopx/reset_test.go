@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/server"
 	"loopx/store/devpg"
 )
 
@@ -54,7 +55,7 @@ func TestResetSandboxStartsOver(t *testing.T) {
 	require.True(t, doctor.OK)
 	require.Equal(t, "cluster at "+pg+"; loopx reset --sandbox starts over", doctor.Detail)
 
-	token, err := readToken(filepath.Join(home, tokenFile))
+	token, err := server.ReadAdminToken(home)
 	require.NoError(t, err)
 	require.Equal(t, 0, s.cli(t, token, "goal", "create", "--goal-id", "kept").code)
 	for _, d := range []string{pg, sandboxDir} {
@@ -86,7 +87,7 @@ func TestResetSandboxStartsOver(t *testing.T) {
 		_, err := os.Stat(d)
 		require.ErrorIs(t, err, os.ErrNotExist, d)
 	}
-	token2, err := readToken(filepath.Join(home, tokenFile))
+	token2, err := server.ReadAdminToken(home)
 	require.NoError(t, err)
 	require.Equal(t, token, token2, "the admin token is kept")
 

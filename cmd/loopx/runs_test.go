@@ -10,13 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"loopx/inbox"
-	"loopx/router"
-	"loopx/router/api"
-	"loopx/scheduler/quota"
+	"loopx/api/apitest"
+	"loopx/quota"
 	"loopx/store"
 	"loopx/store/storetest"
-	"loopx/templates"
 )
 
 // cliServer runs the API in process, for CLI tests that need no serve process, and returns
@@ -24,14 +21,7 @@ import (
 func cliServer(t *testing.T, admin string) (*store.Store, string) {
 	t.Helper()
 	st := storetest.New(t, store.Options{})
-	tpl, err := templates.New()
-	require.NoError(t, err)
-	ib, err := inbox.New(st, inbox.Options{Templates: tpl})
-	require.NoError(t, err)
-	srv, err := api.New(api.Options{Store: st, Quota: quota.NewService(st, quota.Options{}), AdminToken: admin,
-		Inbox: ib, GateCards: router.NewGateCards(tpl, "en")})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(apitest.New(t, st, apitest.Options{AdminToken: admin}).API)
 	t.Cleanup(hs.Close)
 	return st, hs.URL
 }

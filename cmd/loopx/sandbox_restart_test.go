@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loopx/bot/sandbox"
+	"loopx/server"
 	"loopx/store/devpg"
 )
 
@@ -67,9 +68,9 @@ func (p *proc) stop(t *testing.T) {
 	select {
 	case err := <-p.done:
 		p.done <- err
-	case <-time.After(2 * shutdownGrace):
+	case <-time.After(2 * server.ShutdownGrace):
 		_ = p.cmd.Process.Kill()
-		t.Errorf("loopx %s did not stop within %s of SIGTERM", strings.Join(p.cmd.Args[1:], " "), 2*shutdownGrace)
+		t.Errorf("loopx %s did not stop within %s of SIGTERM", strings.Join(p.cmd.Args[1:], " "), 2*server.ShutdownGrace)
 	}
 }
 
@@ -150,7 +151,7 @@ func TestSandboxSurvivesARestart(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(chat.out.String(), "* toast [success]") }, 20*time.Second, 50*time.Millisecond,
 		"the click is answered")
 
-	token, err := readToken(filepath.Join(home, tokenFile))
+	token, err := server.ReadAdminToken(home)
 	require.NoError(t, err)
 	cli := func(args ...string) cliResult {
 		c := exec.CommandContext(t.Context(), bin, args...)

@@ -19,7 +19,7 @@ import (
 
 // post sends one API call to s and returns the status and body. A transport error is
 // returned, not failed on, so a caller can tell a hung server from an answer.
-func (s *server) post(ctx context.Context, token, key, path string, body any) (int, []byte, error) {
+func (s *serveProc) post(ctx context.Context, token, key, path string, body any) (int, []byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return 0, nil, err
@@ -40,7 +40,7 @@ func (s *server) post(ctx context.Context, token, key, path string, body any) (i
 	return resp.StatusCode, out, err
 }
 
-func (s *server) mustPost(t *testing.T, token, path string, body any, want int) map[string]any {
+func (s *serveProc) mustPost(t *testing.T, token, path string, body any, want int) map[string]any {
 	t.Helper()
 	status, out, err := s.post(t.Context(), token, fmt.Sprintf("k-%d", time.Now().UnixNano()), path, body)
 	require.NoError(t, err)

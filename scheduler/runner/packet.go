@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"loopx/quota"
 	"loopx/scheduler"
-	"loopx/scheduler/quota"
 	"loopx/store"
 	"loopx/templates"
 )

@@ -19,8 +19,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/quota"
 	"loopx/scheduler"
-	"loopx/scheduler/quota"
 	"loopx/scheduler/runner"
 	"loopx/store"
 	"loopx/store/storetest"

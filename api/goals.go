@@ -1,0 +1,149 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"loopx/change"
+	"loopx/store"
+)
+
+// GoalBody is the body of POST /v1/goals and PATCH /v1/goals/{goal}. On PATCH only the
+// fields present change, and Version (the version read) is required.
+type GoalBody struct {
+	GoalID        string    `json:"goal_id,omitempty"`
+	Version       int64     `json:"version,omitempty"`
+	Title         *string   `json:"title,omitempty"`
+	Objective     *string   `json:"objective,omitempty"`
+	Owners        *[]string `json:"owners,omitempty"`
+	Members       *[]string `json:"members,omitempty"`
+	WindowHours   *int      `json:"window_hours,omitempty"`
+	AllowedSlots  *int      `json:"allowed_slots,omitempty"`
+	HeartbeatSpec *string   `json:"heartbeat_spec,omitempty"`
+	HeartbeatTZ   *string   `json:"heartbeat_tz,omitempty"`
+	ReportSpec    *string   `json:"report_spec,omitempty"`
+	ReportTZ      *string   `json:"report_tz,omitempty"`
+	Lang          *string   `json:"lang,omitempty"`
+	StallTurns    *int      `json:"stall_turns,omitempty"`
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func (s *Server) createGoal(ctx context.Context, r *request) (int, any, error) {
+	if err := s.requireAdmin(r, "create goal"); err != nil {
+		return 0, nil, err
+	}
+	var b GoalBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	if !store.ValidID(b.GoalID) {
+		return 0, nil, invalid("goal_id", "%q is not a valid id: use 1-63 characters a-z 0-9 . _ -, starting with a letter or digit", b.GoalID)
+	}
+	if b.Version != 0 {
+		return 0, nil, badRequest("version", "is only for changing a goal")
+	}
+	g, err := s.st.CreateGoal(ctx, store.CreateGoalParams{
+		ID: b.GoalID, Title: deref(b.Title), Objective: deref(b.Objective),
+		Owners: deref(b.Owners), Members: deref(b.Members),
+		WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots,
+		HeartbeatSpec: deref(b.HeartbeatSpec), HeartbeatTZ: deref(b.HeartbeatTZ),
+		ReportSpec: deref(b.ReportSpec), ReportTZ: deref(b.ReportTZ),
+		Lang: deref(b.Lang), StallTurns: b.StallTurns, Meta: r.meta(),
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, g, nil
+}
+
+func (s *Server) listGoals(ctx context.Context, r *request) (int, any, error) {
+	if !r.who.admin { // an agent sees its own goal only
+		g, err := s.st.GetGoal(ctx, r.who.goalID)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, map[string]any{"goals": []store.Goal{g}}, nil
+	}
+	q := r.URL.Query()
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return 0, nil, err
+	}
+	gs, err := s.st.ListGoals(ctx, store.ListGoalsParams{
+		Status: q.Get("status"), Person: q.Get("person"), Limit: int(limit), After: q.Get("after"),
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"goals": nonNil(gs)}, nil
+}
+
+func (s *Server) showGoal(ctx context.Context, r *request) (int, any, error) {
+	g, err := s.st.GetGoal(ctx, r.PathValue("goal"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, g, nil
+}
+
+func (s *Server) setGoal(ctx context.Context, r *request) (int, any, error) {
+	if err := s.requireAdmin(r, "change goal"); err != nil {
+		return 0, nil, err
+	}
+	var b GoalBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	if b.GoalID != "" && b.GoalID != r.PathValue("goal") {
+		return 0, nil, badRequest("goal_id", "a goal's id cannot change")
+	}
+	if b.Version <= 0 {
+		return 0, nil, invalid("version", "is required: send the version you read (loopx goal show), so a concurrent change is not overwritten")
+	}
+	// A script holding the admin token applies directly, through the change kernel: the same
+	// proposal record, diff and receipt as a change confirmed in chat or the workspace.
+	return s.applyDirect(ctx, r, change.Request{
+		GoalID: r.PathValue("goal"), Version: b.Version, Kind: store.ProposalGoalSet,
+		Goal: change.GoalChange{
+			Title: b.Title, Objective: b.Objective, Owners: b.Owners, Members: b.Members,
+			WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots,
+			HeartbeatSpec: b.HeartbeatSpec, HeartbeatTZ: b.HeartbeatTZ,
+			ReportSpec: b.ReportSpec, ReportTZ: b.ReportTZ, Lang: b.Lang, StallTurns: b.StallTurns,
+		},
+	})
+}
+
+func (s *Server) stopGoal(ctx context.Context, r *request) (int, any, error) {
+	return s.lifecycle(ctx, r, "stop goal", store.ProposalGoalPause)
+}
+
+func (s *Server) resumeGoal(ctx context.Context, r *request) (int, any, error) {
+	return s.lifecycle(ctx, r, "resume goal", store.ProposalGoalResume)
+}
+
+// lifecycle stops or resumes a goal for the admin token, through the change kernel; stopping
+// a stopped goal (or resuming a running one) answers it unchanged.
+func (s *Server) lifecycle(ctx context.Context, r *request, action, kind string) (int, any, error) {
+	if err := s.requireAdmin(r, action); err != nil {
+		return 0, nil, err
+	}
+	var b struct{}
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	return s.applyDirect(ctx, r, change.Request{GoalID: r.PathValue("goal"), Kind: kind})
+}
+
+func nonNil[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
+}

@@ -1,0 +1,43 @@
+package cards
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"loopx/store"
+	"loopx/templates"
+)
+
+// Set is every card renderer of the process: gate cards, proposal cards and report cards.
+// Build it once (New) and hand the same Set to chat, the API, the workspace, the change kernel
+// and the scheduler, so a card reads the same whichever surface caused it.
+type Set struct {
+	Gates     GateCards
+	Proposals ProposalCards
+	tpl       *templates.Set
+}
+
+// New returns the card renderers over tpl; defaultLang ("" = en) applies when neither the
+// chat nor the goal sets a language.
+func New(tpl *templates.Set, defaultLang string) *Set {
+	def := cmp.Or(defaultLang, templates.DefaultLang)
+	return &Set{
+		Gates:     GateCards{tpl: tpl, defaultLang: def},
+		Proposals: ProposalCards{tpl: tpl, defaultLang: def},
+		tpl:       tpl,
+	}
+}
+
+// Templates is the template set the cards render with.
+func (s *Set) Templates() *templates.Set { return s.tpl }
+
+// Report renders a report digest of facts in lang: times in loc, the next heartbeat (zero:
+// none scheduled), and the chart of turns and slots per day.
+func (s *Set) Report(lang string, f store.DigestFacts, loc *time.Location, nextHeartbeat time.Time) (templates.Rendered, error) {
+	r, err := s.tpl.Render(lang, "digest", ReportView(f, lang, loc, nextHeartbeat))
+	if err != nil {
+		return templates.Rendered{}, fmt.Errorf("render report: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,17 @@
+// Package cards renders every card the bot posts to Lark about the state: gate cards (asked,
+// answered, cancelled), proposal cards (preview, receipt, stale), and report digests. Chat,
+// the HTTP API, the web workspace, the change kernel and the scheduler all render through the
+// one Set that `loopx serve` builds, so a card reads the same whichever surface caused it.
+//
+// Guarantees:
+//   - Renderers that produce outbox rows (GateCards.Ask, GateCards.Update,
+//     ProposalCards.Update, ProposalCards.Post) run inside the caller's transaction and read
+//     through the executor it passes: rendering never takes a connection of its own, and a
+//     card commits with the change it announces.
+//   - Each card is written once per chat (or owner) under a dedupe key from store/keys.go, so
+//     a retry or a second replica queues nothing twice; updates name the card they replace.
+//   - The language is the chat's (/lang), else the goal's, else the process default
+//     (ChatLang, GoalLang); every word comes from package templates.
+//   - People name gates and proposals by short ids (ShortGate g12, ShortProposal p12); no
+//     internal identifier reaches a card.
+package cards

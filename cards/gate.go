@@ -1,0 +1,160 @@
+package cards
+
+import (
+	"context"
+	"fmt"
+
+	"loopx/store"
+	"loopx/templates"
+)
+
+// GateCards renders the cards that announce gates in chat. Its methods are store.NoticeFunc:
+// they run inside the kernel operation's transaction and read through the executor it
+// passes, so rendering never takes a connection of its own.
+type GateCards struct {
+	tpl         *templates.Set
+	defaultLang string // when neither chat nor goal sets one
+}
+
+// Ask renders a new gate's card (question, options as buttons, blocked work, short id like
+// g12, owners mentioned), posted to every chat the goal is bound to, or, when it is bound
+// nowhere, to each owner in a direct message. It is the Notice of store.AskGateParams and
+// store.StallGateParams.
+func (gc GateCards) Ask(ctx context.Context, db store.DB, g store.Gate) ([]store.OutboxInsert, error) {
+	goal, err := store.GetGoal(ctx, db, g.GoalID)
+	if err != nil {
+		return nil, fmt.Errorf("render gate notice: %w", err)
+	}
+	binds, err := store.ListGoalBindings(ctx, db, g.GoalID)
+	if err != nil {
+		return nil, fmt.Errorf("render gate notice: %w", err)
+	}
+	var out []store.OutboxInsert
+	seen := map[string]bool{}
+	for _, b := range binds { // whole-chat bindings sort first: one card per chat
+		if seen[b.ChatID] {
+			continue
+		}
+		seen[b.ChatID] = true
+		lang, err := ChatLang(ctx, db, b.ChatID, goal, gc.defaultLang)
+		if err != nil {
+			return nil, err
+		}
+		r, err := renderGate(ctx, db, gc.tpl, lang, goal, g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.OutboxInsert{
+			DedupeKey: store.GateCardKey(g.ID, b.ChatID, true),
+			Kind:      r.Kind, ReceiveID: b.ChatID, ReplyTo: b.ThreadRoot, ReplyInThread: b.ThreadRoot != "",
+			Content: r.Content, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
+		})
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	lang := GoalLang(goal, gc.defaultLang)
+	r, err := renderGate(ctx, db, gc.tpl, lang, goal, g)
+	if err != nil {
+		return nil, err
+	}
+	for _, owner := range goal.Owners {
+		out = append(out, store.OutboxInsert{
+			DedupeKey: store.GateCardKey(g.ID, owner, false),
+			Kind:      r.Kind, ReceiveIDType: "open_id", ReceiveID: owner,
+			Content: r.Content, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
+		})
+	}
+	return out, nil
+}
+
+// Update renders one card_update per card posted for the gate, showing who decided, when,
+// and the comment, with the buttons gone. It is the Notice of store.AnswerGateParams and
+// store.CancelGateParams.
+func (gc GateCards) Update(ctx context.Context, db store.DB, g store.Gate) ([]store.OutboxInsert, error) {
+	goal, err := store.GetGoal(ctx, db, g.GoalID)
+	if err != nil {
+		return nil, fmt.Errorf("render gate update: %w", err)
+	}
+	cards, err := store.ListGateCards(ctx, db, g.ID)
+	if err != nil {
+		return nil, fmt.Errorf("render gate update: %w", err)
+	}
+	var out []store.OutboxInsert
+	for _, c := range cards {
+		lang := GoalLang(goal, gc.defaultLang)
+		if c.ReceiveIDType == "chat_id" {
+			if lang, err = ChatLang(ctx, db, c.ReceiveID, goal, gc.defaultLang); err != nil {
+				return nil, err
+			}
+		}
+		card, err := gc.Card(ctx, db, lang, goal, g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.OutboxInsert{
+			DedupeKey: store.GateUpdateKey(g.ID, g.CardVersion, c.ID),
+			Kind:      "card_update", ReceiveIDType: c.ReceiveIDType, ReceiveID: c.ReceiveID,
+			UpdateOf: c.ID, Content: card, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
+		})
+	}
+	return out, nil
+}
+
+// GoalLang is the language of what is said about goal g: its own, else def.
+func GoalLang(g store.Goal, def string) string {
+	if g.Lang != "" {
+		return g.Lang
+	}
+	return def
+}
+
+// ChatLang is the language of what is said in a chat about goal g: the chat's (/lang), else
+// the goal's, else def.
+func ChatLang(ctx context.Context, db store.DB, chatID string, g store.Goal, def string) (string, error) {
+	l, err := store.GetChatLang(ctx, db, chatID)
+	if err != nil {
+		return "", err
+	}
+	if l != "" {
+		return l, nil
+	}
+	return GoalLang(g, def), nil
+}
+
+func gateData(ctx context.Context, db store.DB, goal store.Goal, g store.Gate) (map[string]any, error) {
+	text, err := store.GetTodoText(ctx, db, g.TodoID)
+	if err != nil {
+		return nil, err
+	}
+	at := ""
+	if g.AnsweredAt != nil {
+		at = g.AnsweredAt.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	return map[string]any{
+		"Open": g.Status == store.GateOpen, "GateID": g.ID, "Short": ShortGate(g.ID), "GoalID": g.GoalID,
+		"AgentID": g.AgentID, "CardVersion": g.CardVersion, "Owners": goal.Owners, "Question": g.Question,
+		"Options": g.Options, "TodoID": g.TodoID, "TodoText": text, "Status": g.Status,
+		"AnsweredBy": g.AnsweredBy, "AnsweredAt": at, "Answer": g.Answer, "Comment": g.Comment,
+	}, nil
+}
+
+func renderGate(ctx context.Context, db store.DB, tpl *templates.Set, lang string, goal store.Goal, g store.Gate) (templates.Rendered, error) {
+	data, err := gateData(ctx, db, goal, g)
+	if err != nil {
+		return templates.Rendered{}, err
+	}
+	return tpl.Render(lang, "gate", data)
+}
+
+// Card renders gate g's card of goal in lang as it stands now (the card a click answers with).
+func (gc GateCards) Card(ctx context.Context, db store.DB, lang string, goal store.Goal, g store.Gate) (string, error) {
+	data, err := gateData(ctx, db, goal, g)
+	if err != nil {
+		return "", err
+	}
+	return gc.tpl.Card(lang, "gate", data)
+}
+
+// ShortGate is how people name a gate: g12.
+func ShortGate(id int64) string { return fmt.Sprintf("g%d", id) }

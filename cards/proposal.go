@@ -1,0 +1,189 @@
+package cards
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"loopx/change"
+	"loopx/store"
+	"loopx/templates"
+)
+
+// ProposalCards renders the preview cards of change proposals: the diff, the effects in
+// words, who may confirm, and Confirm / Cancel buttons while the proposal is ready; the
+// receipt, or why nothing was applied, once it settled. Update is the change kernel's
+// change.CardsFunc: every card of a proposal is updated in place whichever surface settled it.
+type ProposalCards struct {
+	tpl         *templates.Set
+	defaultLang string
+}
+
+// ShortProposal is how people name a proposal: p12.
+func ShortProposal(id int64) string { return fmt.Sprintf("p%d", id) }
+
+// ProposalView is a proposal as every surface shows it: field names and effects worded in
+// one language. The web workspace renders the same view.
+type ProposalView struct {
+	ProposalID     int64
+	Short          string
+	GoalID         string
+	AgentID        string
+	What           string
+	State          string // as of now: a ready proposal past its expiry reads expired
+	Open           bool
+	Diff           []DiffRow
+	Effects        []string
+	ProposedBy     string
+	DecidedBy      string
+	DecidedAt      string
+	ExpiresAt      string
+	Who            string // who may confirm, in words
+	Reason         string
+	Fresh          string // the short id of the fresh proposal that replaced a stale one
+	FreshID        int64
+	AppliedVersion int64
+	GoalVersion    int64
+	Need           string
+}
+
+// DiffRow is one field of a diff, named in the view's language.
+type DiffRow struct {
+	Field  string
+	Name   string
+	Before string
+	After  string
+}
+
+// View words p in lang as of now.
+func (pc ProposalCards) View(lang string, p store.Proposal, now time.Time) (ProposalView, error) {
+	lang = templates.Lang(lang)
+	effects, err := change.Words(pc.tpl, lang, p.Effects)
+	if err != nil {
+		return ProposalView{}, err
+	}
+	v := ProposalView{
+		ProposalID: p.ID, Short: ShortProposal(p.ID), GoalID: p.GoalID, AgentID: p.AgentID,
+		State: p.StateAt(now), Effects: effects, ProposedBy: p.ProposedBy, DecidedBy: p.DecidedBy,
+		ExpiresAt: p.ExpiresAt.UTC().Format("15:04 UTC"), Reason: p.Reason, FreshID: p.SuccessorID,
+		AppliedVersion: p.AppliedVersion, GoalVersion: p.GoalVersion, Need: string(p.Need),
+	}
+	v.Open = v.State == store.ProposalReady
+	if v.State == store.ProposalExpired && v.Reason == "" {
+		v.Reason = "the proposal expired before it was confirmed"
+	}
+	if p.SuccessorID != 0 {
+		v.Fresh = ShortProposal(p.SuccessorID)
+	}
+	if p.DecidedAt != nil {
+		v.DecidedAt = p.DecidedAt.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	v.Who = WhoMay(lang, p.Need)
+	v.What = whatOf(lang, p)
+	for _, d := range p.Diff {
+		v.Diff = append(v.Diff, DiffRow{Field: d.Field, Name: change.FieldName(pc.tpl, lang, d.Field), Before: d.Before, After: d.After})
+	}
+	return v, nil
+}
+
+// WhoMay names, in lang, who may confirm a proposal that needs role need.
+func WhoMay(lang string, need store.Role) string {
+	switch {
+	case need == store.RoleAdmin && lang == "zh":
+		return "管理员"
+	case need == store.RoleAdmin:
+		return "admins"
+	case lang == "zh":
+		return "负责人"
+	}
+	return "owners"
+}
+
+func whatOf(lang string, p store.Proposal) string {
+	zh := lang == "zh"
+	switch p.Kind {
+	case store.ProposalGoalPause:
+		return pick(zh, "Pause the goal", "暂停目标")
+	case store.ProposalGoalResume:
+		return pick(zh, "Resume the goal", "恢复目标")
+	case store.ProposalAgentSet:
+		return pick(zh, "Change agent "+p.AgentID, "修改智能体 "+p.AgentID)
+	}
+	return pick(zh, "Change the goal's settings", "修改目标设置")
+}
+
+func pick(zh bool, en, cn string) string {
+	if zh {
+		return cn
+	}
+	return en
+}
+
+// Card renders p's card in lang as of now.
+func (pc ProposalCards) Card(lang string, p store.Proposal, now time.Time) (templates.Rendered, error) {
+	v, err := pc.View(lang, p, now)
+	if err != nil {
+		return templates.Rendered{}, err
+	}
+	return pc.tpl.Render(lang, "proposal", v)
+}
+
+// Update renders one card_update per card posted for the settled proposal p, inside the
+// transaction that settled it.
+func (pc ProposalCards) Update(ctx context.Context, db store.DB, p store.Proposal) ([]store.OutboxInsert, error) {
+	cards, err := store.ListProposalCards(ctx, db, p.ID)
+	if err != nil || len(cards) == 0 {
+		return nil, err
+	}
+	goal, err := store.GetGoal(ctx, db, p.GoalID)
+	if err != nil {
+		return nil, fmt.Errorf("render proposal update: %w", err)
+	}
+	now := p.CreatedAt
+	if p.DecidedAt != nil {
+		now = *p.DecidedAt
+	}
+	var out []store.OutboxInsert
+	for _, c := range cards {
+		lang := GoalLang(goal, pc.defaultLang)
+		if c.ReceiveIDType == "chat_id" {
+			if lang, err = ChatLang(ctx, db, c.ReceiveID, goal, pc.defaultLang); err != nil {
+				return nil, err
+			}
+		}
+		v, err := pc.View(lang, p, now)
+		if err != nil {
+			return nil, err
+		}
+		card, err := pc.tpl.Card(lang, "proposal", v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.OutboxInsert{
+			DedupeKey: store.ProposalUpdateKey(p.ID, p.State, c.ID),
+			Kind:      "card_update", ReceiveIDType: c.ReceiveIDType, ReceiveID: c.ReceiveID,
+			UpdateOf: c.ID, Content: card, GoalID: p.GoalID, AgentID: p.AgentID,
+		})
+	}
+	return out, nil
+}
+
+// Post queues p's preview card as the answer to a chat message and records it as the
+// proposal's card.
+func (pc ProposalCards) Post(ctx context.Context, db store.DB, lang string, p store.Proposal, chatID, replyTo string, inThread bool, now time.Time) error {
+	r, err := pc.Card(lang, p, now)
+	if err != nil {
+		return err
+	}
+	id, _, err := store.InsertOutbox(ctx, db, store.OutboxInsert{
+		DedupeKey: store.ProposalCardKey(p.ID, chatID), Kind: r.Kind, ReceiveID: chatID,
+		ReplyTo: replyTo, ReplyInThread: inThread, Content: r.Content, GoalID: p.GoalID, AgentID: p.AgentID,
+	})
+	if err != nil {
+		return err
+	}
+	if r.Kind != templates.KindCard {
+		return nil
+	}
+	return store.AddProposalCard(ctx, db, p.ID, id)
+}

@@ -1,0 +1,25 @@
+// Package mcp is LoopX's Model Context Protocol server: the per-turn tools an agent host
+// (Claude Code, Codex, Cursor, OpenCode) calls, written once over the HTTP API client
+// (api/client). `loopx mcp` serves it over stdio with a network client; `loopx serve`
+// serves it over Streamable HTTP at /mcp with an in-process client (Handler). It never
+// opens the database: every answer is the API's.
+//
+// One server instance serves one session of one agent (goal and agent fixed by the
+// project's connection, or by the bearer token over HTTP) and remembers the session's turn:
+//
+//   - should_run opens a turn (begin_turn, the default) with a turn instance id minted before
+//     the call, so a call whose answer was lost is retried under the same id and the server
+//     replays the same answer. While the session's turn is live, should_run reads the
+//     current state without recording (the answer is busy: it is your turn) and lists the
+//     agent's recent gates, so an owner's answer shows up mid-turn.
+//   - Every mutating tool sends an Idempotency-Key derived from the goal, agent, session turn
+//     (or a per-session nonce outside a turn), the tool and its arguments: a host that
+//     retries a call gets the API's stored receipt, so it has one effect. The key of
+//     inbox_drain also covers the number of acks so far, so a drain after an ack takes new
+//     messages while a retried drain replays; compare-and-set tools cover the version.
+//   - spend_slot settles the session's turn; the next should_run opens a new one.
+//
+// Errors a model can fix or act on are tool errors (isError) whose text says what happened
+// and what to do next; only protocol failures are JSON-RPC errors. Nothing is printed to
+// stdout (the stdio channel).
+package mcp

@@ -1,0 +1,371 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"loopx/api"
+	"loopx/api/apitest"
+	"loopx/api/client"
+	"loopx/mcp"
+	"loopx/quota"
+	"loopx/store"
+	"loopx/store/storetest"
+)
+
+const adminToken = "admin-token-for-mcp-tests-0123456789"
+
+var setupMeta = store.Meta{Actor: "admin", Surface: "system"}
+
+type testBundle struct {
+	t       *testing.T
+	api     http.Handler
+	url     string
+	pool    *pgxpool.Pool
+	st      *store.Store
+	token   string // agent "codex" on goal "demo"
+	todoID  int64
+	other   string // agent token of goal "other"
+	ownerID string
+}
+
+// setup starts the real API on a fresh database with goal demo (owner ou_owner), agent codex
+// and one todo, and goal other with its own agent.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	ctx := t.Context()
+	pool := storetest.NewPool(t)
+	st := store.New(pool, store.Options{})
+	kit := apitest.New(t, st, apitest.Options{AdminToken: adminToken, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	srv := httptest.NewServer(kit.API)
+	t.Cleanup(srv.Close)
+	b := &testBundle{t: t, api: kit.API, url: srv.URL, pool: pool, st: st, ownerID: "ou_owner"}
+	for _, g := range []string{"demo", "other"} {
+		_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: g, Owners: []string{b.ownerID}, Meta: setupMeta})
+		require.NoError(t, err)
+	}
+	reg, err := st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "demo", AgentID: "codex", Meta: setupMeta})
+	require.NoError(t, err)
+	b.token = reg.Token
+	reg, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "other", AgentID: "codex", Meta: setupMeta})
+	require.NoError(t, err)
+	b.other = reg.Token
+	todo, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "demo", Text: "write the parser", Meta: setupMeta})
+	require.NoError(t, err)
+	b.todoID = todo.ID
+	return b
+}
+
+func (b *testBundle) client(token string) *client.Client {
+	c, err := client.New(client.Options{BaseURL: b.url, Token: token})
+	require.NoError(b.t, err)
+	return c
+}
+
+// connect serves opts to an in-memory client session.
+func connect(t *testing.T, opts mcp.Options) *sdk.ClientSession {
+	t.Helper()
+	srv, err := mcp.New(opts)
+	require.NoError(t, err)
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := srv.Connect(t.Context(), st, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "v0"}, nil).Connect(t.Context(), ct, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func (b *testBundle) session(t *testing.T, api mcp.API) *sdk.ClientSession {
+	return connect(t, mcp.Options{API: api, GoalID: "demo", AgentID: "codex"})
+}
+
+// call calls a tool and returns the result, failing on a protocol error.
+func call(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any) *sdk.CallToolResult {
+	t.Helper()
+	if args == nil {
+		args = map[string]any{}
+	}
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: name, Arguments: args})
+	require.NoError(t, err, "%s", name)
+	return res
+}
+
+// ok calls a tool that must succeed and decodes its structured result.
+func ok[T any](t *testing.T, cs *sdk.ClientSession, name string, args map[string]any) T {
+	t.Helper()
+	res := call(t, cs, name, args)
+	require.False(t, res.IsError, "%s: %s", name, text(res))
+	var out T
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &out), "%s", b)
+	return out
+}
+
+func text(res *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func (b *testBundle) count(sql string, args ...any) int {
+	var n int
+	require.NoError(b.t, b.pool.QueryRow(b.t.Context(), sql, args...).Scan(&n))
+	return n
+}
+
+func TestToolsAreListedWithSchemas(t *testing.T) {
+	t.Parallel()
+	cs := connect(t, mcp.Options{})
+	var names []string
+	for tool, err := range cs.Tools(t.Context(), nil) {
+		require.NoError(t, err)
+		names = append(names, tool.Name)
+		require.NotEmpty(t, tool.Description, tool.Name)
+		require.NotNil(t, tool.InputSchema, tool.Name)
+		require.NotNil(t, tool.OutputSchema, tool.Name)
+	}
+	require.ElementsMatch(t, []string{"should_run", "todo_list", "todo_add", "todo_claim", "todo_update", "todo_finish",
+		"evidence_add", "gate_ask", "gate_list", "inbox_drain", "inbox_ack", "inbox_reply", "refresh_state",
+		"spend_slot", "goal_status"}, names)
+	require.Contains(t, cs.InitializeResult().Instructions, "should_run")
+
+	// Without a connection every tool says what to do.
+	res := call(t, cs, "should_run", nil)
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "loopx connect")
+}
+
+// TestGovernedTurn drives one turn through the tools against the real API: should_run opens
+// the turn, claim, evidence, a gate the owner answers, should_run mid-turn sees the answer,
+// refresh_state, spend_slot; retried calls have one effect.
+func TestGovernedTurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	cs := b.session(t, b.client(b.token))
+
+	d := ok[mcp.ShouldRunOut](t, cs, "should_run", nil)
+	require.True(t, d.ShouldRun, d.NextStep)
+	require.NotNil(t, d.YourTurn)
+	require.NotNil(t, d.SelectedTodo)
+	require.Equal(t, b.todoID, d.SelectedTodo.ID)
+	require.Contains(t, d.NextStep, "todo_claim")
+	turn := d.YourTurn.TurnInstanceID
+
+	ok[mcp.TodoOut](t, cs, "todo_claim", map[string]any{"todo_id": b.todoID})
+	ev := ok[mcp.EvidenceOut](t, cs, "evidence_add", map[string]any{"todo_id": b.todoID, "summary": "parser passes 40 tests", "kind": "command", "ref": "go test ./parser"})
+	again := ok[mcp.EvidenceOut](t, cs, "evidence_add", map[string]any{"todo_id": b.todoID, "summary": "parser passes 40 tests", "kind": "command", "ref": "go test ./parser"})
+	require.Equal(t, ev.Evidence.ID, again.Evidence.ID, "a retried call replays")
+	require.Equal(t, 1, b.count(`SELECT count(*) FROM evidence WHERE goal_id = 'demo'`))
+
+	g := ok[mcp.GateOut](t, cs, "gate_ask", map[string]any{"todo_id": b.todoID, "question": "Ship the parser?"})
+	require.Contains(t, g.NextStep, "Do not do what it asks")
+	gAgain := ok[mcp.GateOut](t, cs, "gate_ask", map[string]any{"todo_id": b.todoID, "question": "Ship the parser?"})
+	require.Equal(t, g.Gate.ID, gAgain.Gate.ID)
+	require.Equal(t, 1, b.count(`SELECT count(*) FROM gate WHERE goal_id = 'demo'`))
+
+	mid := ok[mcp.ShouldRunOut](t, cs, "should_run", nil)
+	require.Equal(t, quota.StateBusy, mid.State)
+	require.Equal(t, turn, mid.YourTurn.TurnInstanceID)
+	require.Contains(t, mid.NextStep, "carry on")
+	require.Contains(t, mid.Gates.Open, g.Gate.ID)
+
+	_, err := b.st.AnswerGate(ctx, store.AnswerGateParams{GoalID: "demo", GateID: g.Gate.ID, Answer: "approve",
+		AnsweredBy: b.ownerID, Comment: "go ahead", Meta: store.Meta{Actor: b.ownerID, Surface: "chat"}})
+	require.NoError(t, err)
+	seen := ok[mcp.ShouldRunOut](t, cs, "should_run", nil)
+	require.Equal(t, turn, seen.YourTurn.TurnInstanceID, "still the same turn")
+	require.NotContains(t, seen.Gates.Open, g.Gate.ID)
+	require.Equal(t, store.GateApproved, seen.RecentGates[0].Status)
+	require.Contains(t, seen.NextStep, "approved by ou_owner")
+	require.Contains(t, seen.NextStep, "go ahead")
+
+	ok[mcp.RefreshStateOut](t, cs, "refresh_state", map[string]any{"next_action": "add error messages"})
+	spent := ok[mcp.SpendSlotOut](t, cs, "spend_slot", nil)
+	require.Equal(t, 1, spent.Receipt.SpentSlots)
+	require.Equal(t, turn, spent.Receipt.Turn.InstanceID)
+	spentAgain := ok[mcp.SpendSlotOut](t, cs, "spend_slot", nil)
+	require.Equal(t, spent.Receipt.Entry.ID, spentAgain.Receipt.Entry.ID, "a retried spend replays the receipt")
+	require.Equal(t, 1, b.count(`SELECT count(*) FROM quota_ledger WHERE kind = 'slot_spent'`))
+
+	next := ok[mcp.ShouldRunOut](t, cs, "should_run", nil)
+	require.True(t, next.ShouldRun, next.NextStep)
+	require.NotEqual(t, turn, next.YourTurn.TurnInstanceID, "a new turn")
+	require.Equal(t, "add error messages", next.NextAction)
+
+	st := ok[api.Status](t, cs, "goal_status", nil)
+	require.Equal(t, "demo", st.Goal.ID)
+	require.NotNil(t, st.LiveTurn)
+	require.Equal(t, 1, st.Decision.Quota.SpentSlots)
+}
+
+// lossy drops the answer of the first should-run after the server handled it: the host
+// sees a failure and retries.
+type lossy struct {
+	mcp.API
+	dropped atomic.Bool
+}
+
+func (l *lossy) Do(ctx context.Context, r client.Request) (json.RawMessage, error) {
+	raw, err := l.API.Do(ctx, r)
+	if err == nil && strings.HasSuffix(r.Path, "/should-run") && l.dropped.CompareAndSwap(false, true) {
+		return nil, &net503{}
+	}
+	return raw, err
+}
+
+type net503 struct{}
+
+func (*net503) Error() string        { return "connection reset" }
+func (*net503) Is(target error) bool { return target == client.ErrUnreachable }
+
+func TestShouldRunRetryAfterLostAnswerIsTheSameTurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.session(t, &lossy{API: b.client(b.token)})
+	res := call(t, cs, "should_run", nil)
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "did not answer")
+	require.Contains(t, text(res), "safe")
+	d := ok[mcp.ShouldRunOut](t, cs, "should_run", nil)
+	require.True(t, d.ShouldRun, "the retry replays the turn the lost call opened: %s", d.NextStep)
+	require.NotNil(t, d.YourTurn)
+	require.Equal(t, 1, b.count(`SELECT count(*) FROM turn WHERE goal_id = 'demo'`))
+}
+
+func TestInboxDrainAfterAckTakesNewMessages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	cs := b.session(t, b.client(b.token))
+	add := func(msg string) {
+		_, _, err := store.InsertInboxItem(ctx, b.pool, store.InboxInsert{GoalID: "demo", AgentID: "codex", Text: msg,
+			Sender: b.ownerID, SourceChat: "oc_x", SourceMessage: "om_" + msg}, 100)
+		require.NoError(t, err)
+	}
+	add("one")
+	first := ok[api.InboxItems](t, cs, "inbox_drain", nil)
+	require.Len(t, first.Items, 1)
+	retry := ok[api.InboxItems](t, cs, "inbox_drain", nil)
+	require.Equal(t, first.Items[0].ID, retry.Items[0].ID, "a retried drain replays its items")
+	ok[api.InboxItems](t, cs, "inbox_ack", map[string]any{"item_ids": []int64{first.Items[0].ID}})
+	add("two")
+	second := ok[api.InboxItems](t, cs, "inbox_drain", nil)
+	require.Len(t, second.Items, 1)
+	require.Equal(t, "two", second.Items[0].Text, "a drain after an ack takes new messages")
+}
+
+func TestErrorsSayWhatToDo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A token of another goal.
+	cs := b.session(t, b.client(b.other))
+	res := call(t, cs, "should_run", nil)
+	require.True(t, res.IsError)
+	msg := text(res)
+	require.Contains(t, msg, `belongs to goal "other"`)
+	require.Contains(t, msg, "loopx connect")
+	require.Contains(t, msg, "Do not retry")
+
+	cs = b.session(t, b.client(b.token))
+	res = call(t, cs, "todo_claim", map[string]any{"todo_id": 999})
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "todo_list")
+	res = call(t, cs, "spend_slot", nil)
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "without spending")
+	res = call(t, cs, "todo_add", map[string]any{})
+	require.True(t, res.IsError, "a missing required argument is a tool error")
+	require.Contains(t, text(res), "text")
+	// An unknown token.
+	cs = b.session(t, b.client("lxa_not-a-token-at-all"))
+	res = call(t, cs, "goal_status", nil)
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "does not know the token")
+}
+
+func TestResourcesAndPrompt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.session(t, b.client(b.token))
+	r, err := cs.ReadResource(t.Context(), &sdk.ReadResourceParams{URI: mcp.GoalURI})
+	require.NoError(t, err)
+	var c mcp.GoalContract
+	require.NoError(t, json.Unmarshal([]byte(r.Contents[0].Text), &c))
+	require.Equal(t, "demo", c.Goal.ID)
+	require.NotEmpty(t, c.TurnRules)
+	r, err = cs.ReadResource(t.Context(), &sdk.ReadResourceParams{URI: mcp.StateURI})
+	require.NoError(t, err)
+	require.Contains(t, r.Contents[0].Text, `"needs_you"`)
+
+	p, err := cs.GetPrompt(t.Context(), &sdk.GetPromptParams{Name: "turn", Arguments: map[string]string{"task": "fix the flaky test"}})
+	require.NoError(t, err)
+	prompt := p.Messages[0].Content.(*sdk.TextContent).Text
+	require.Contains(t, prompt, `agent "codex" on the LoopX goal "demo"`)
+	require.Contains(t, prompt, "Use the tools of the loopx MCP server")
+	require.Contains(t, prompt, "todo_claim {\"todo_id\": ")
+	require.Contains(t, prompt, "fix the flaky test")
+}
+
+// bearer adds a bearer token to every request.
+type bearer string
+
+func (tok bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(tok))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestHandlerAuthenticatesAgents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := httptest.NewServer(mcp.Handler(mcp.HandlerOptions{API: b.api}))
+	t.Cleanup(srv.Close)
+	dial := func(token string) (*sdk.ClientSession, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		hc := &http.Client{}
+		if token != "" {
+			hc.Transport = bearer(token)
+		}
+		return sdk.NewClient(&sdk.Implementation{Name: "test", Version: "v0"}, nil).
+			Connect(ctx, &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc}, nil)
+	}
+	for _, tok := range []string{"", "lxa_unknown-token-0000", adminToken} {
+		_, err := dial(tok)
+		require.Error(t, err, "token %q", tok)
+	}
+	resp, err := (&http.Client{Transport: bearer(adminToken)}).Post(srv.URL, "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	body := make([]byte, 512)
+	n, _ := resp.Body.Read(body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, string(body[:n]), "not the admin token")
+
+	cs, err := dial(b.token)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	d := ok[mcp.ShouldRunOut](t, cs, "should_run", nil)
+	require.True(t, d.ShouldRun)
+	require.Equal(t, "demo", d.GoalID)
+	require.Equal(t, "codex", d.AgentID)
+}

@@ -1,0 +1,143 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"loopx/api"
+	"loopx/quota"
+	"loopx/store"
+)
+
+// Resource URIs.
+const (
+	GoalURI  = "loopx://goal"
+	StateURI = "loopx://state"
+)
+
+// GoalContract is the goal as an agent reads it: what it is for, who decides, its budget and
+// its schedules.
+type GoalContract struct {
+	GoalID    string     `json:"goal_id"`
+	AgentID   string     `json:"agent_id"`
+	Goal      store.Goal `json:"goal"`
+	TurnRules []string   `json:"turn_rules"`
+}
+
+// turnRules is the tick contract in short, the same for every goal.
+var turnRules = []string{
+	"Start every turn with should_run; work only when it answers should_run=true.",
+	"Work on the selected todo: todo_claim it first; never take another agent's claim without being asked.",
+	"Answer people first when inbox.pending > 0: inbox_drain, inbox_reply, inbox_ack.",
+	"Record what you produced with evidence_add; a turn without evidence counts towards the stall guard.",
+	"Need an owner's decision? gate_ask, and do not do the gated thing until an owner answers.",
+	"End with refresh_state (what the next turn should do) and spend_slot, once, after the work is validated; never spend on a skip.",
+	"Pace a recurring loop by scheduler_hint.interval_minutes; stop the loop on stop_until_explicit_resume.",
+}
+
+func (s *server) addResources(srv *sdk.Server) {
+	srv.AddResource(&sdk.Resource{URI: GoalURI, Name: "goal", Title: "LoopX goal contract", MIMEType: "application/json",
+		Description: "The goal this project works on: objective, owners, quota policy, schedules, and the turn rules."},
+		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			if err := s.connected(); err != nil {
+				return nil, err
+			}
+			c := GoalContract{GoalID: s.goal, AgentID: s.agent, TurnRules: turnRules}
+			if err := s.get(ctx, "read "+GoalURI, s.goalPath(), nil, &c.Goal); err != nil {
+				return nil, err
+			}
+			return jsonResource(req.Params.URI, c)
+		})
+	srv.AddResource(&sdk.Resource{URI: StateURI, Name: "state", Title: "LoopX state", MIMEType: "application/json",
+		Description: "The current state for this agent: the decision should_run would give, open gates, turns, evidence, quota, inbox."},
+		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			if err := s.connected(); err != nil {
+				return nil, err
+			}
+			var st api.Status
+			if err := s.get(ctx, "read "+StateURI, s.goalPath("status"), url.Values{"agent_id": {s.agent}}, &st); err != nil {
+				return nil, err
+			}
+			return jsonResource(req.Params.URI, st)
+		})
+}
+
+func jsonResource(uri string, v any) (*sdk.ReadResourceResult, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", uri, err)
+	}
+	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
+}
+
+// addPrompts registers "turn": the turn prompt the exec runner renders, for the current state
+// and with the MCP tools in place of the CLI commands.
+func (s *server) addPrompts(srv *sdk.Server) {
+	srv.AddPrompt(&sdk.Prompt{Name: "turn", Title: "LoopX turn",
+		Description: "One LoopX-governed turn on this project's goal, for its current state.",
+		Arguments:   []*sdk.PromptArgument{{Name: "task", Description: "what the user wants done in this turn (optional)"}}},
+		func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			if err := s.connected(); err != nil {
+				return nil, err
+			}
+			text, err := s.turnPrompt(ctx, req.Params.Arguments["task"])
+			if err != nil {
+				return nil, err
+			}
+			return &sdk.GetPromptResult{Description: "LoopX turn for goal " + s.goal,
+				Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: text}}}}, nil
+		})
+}
+
+// turnPrompt renders the turn_prompt template over the read-only decision.
+func (s *server) turnPrompt(ctx context.Context, task string) (string, error) {
+	var goal store.Goal
+	if err := s.get(ctx, "turn prompt", s.goalPath(), nil, &goal); err != nil {
+		return "", err
+	}
+	var d quota.Decision
+	if err := s.peek(ctx, "turn prompt", &d); err != nil {
+		return "", err
+	}
+	data := map[string]any{
+		"AgentID": s.agent, "GoalID": s.goal, "GoalTitle": goal.Title, "TurnInstanceID": "", "Deadline": "",
+		"Objective": goal.Objective, "Action": d.EffectiveAction, "Reason": d.Reason, "NextAction": d.NextAction,
+		"TodoID": int64(0), "TodoPriority": 0, "TodoText": "",
+		"InboxPending": d.Inbox.Pending, "InboxSteer": d.Inbox.Steer, "GatesOpen": len(d.Gates.Open),
+		"Commands": toolSteps(d), "Via": "mcp",
+	}
+	if d.SelectedTodo != nil {
+		data["TodoID"], data["TodoPriority"], data["TodoText"] = d.SelectedTodo.ID, d.SelectedTodo.Priority, d.SelectedTodo.Text
+	}
+	text, err := s.tpl.Text(goal.Lang, "turn_prompt", data)
+	if err != nil {
+		return "", fmt.Errorf("render turn prompt: %w", err)
+	}
+	if task != "" {
+		text += "\n\nTask from the user: " + task + "\nIf no todo covers it yet, add it with todo_add (claim: true) and call should_run again."
+	}
+	return text, nil
+}
+
+// toolSteps is the turn's tool calls in order, with the selected todo filled in.
+func toolSteps(d quota.Decision) []string {
+	todo := "<todo_id>"
+	if d.SelectedTodo != nil {
+		todo = strconv.FormatInt(d.SelectedTodo.ID, 10)
+	}
+	return []string{
+		"should_run {}                       act now? opens the turn",
+		"inbox_drain {}, inbox_reply, inbox_ack   people first",
+		"todo_claim {\"todo_id\": " + todo + "}",
+		"evidence_add {\"todo_id\": " + todo + ", \"summary\": \"...\", \"ref\": \"...\"}",
+		"gate_ask {\"todo_id\": " + todo + ", \"question\": \"...\"}   when an owner must decide",
+		"todo_finish {\"todo_id\": " + todo + "}",
+		"refresh_state {\"next_action\": \"...\"}",
+		"spend_slot {}                       once, after the work is validated",
+	}
+}

@@ -1,0 +1,215 @@
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"loopx/api/client"
+	"loopx/templates"
+)
+
+// API is the HTTP API as the tools call it. *client.Client implements it.
+type API interface {
+	Do(ctx context.Context, r client.Request) (json.RawMessage, error)
+	BaseURL() string
+}
+
+var _ API = (*client.Client)(nil)
+
+// Options configures a server.
+type Options struct {
+	// API is the client the tools call, authenticated as the agent. Nil: the server still
+	// starts (a host lists its tools) but every tool answers with Unconnected.
+	API API
+	// GoalID and AgentID are who the session works as.
+	GoalID  string
+	AgentID string
+	// Unconnected says, when API is nil, why there is no connection and what to do.
+	Unconnected string
+	// Templates renders the turn prompt; nil means the embedded set.
+	Templates *templates.Set
+	// Version is reported in the initialize answer.
+	Version string
+	Logger  *slog.Logger
+	// Now is the clock that tells whether the session's turn lease has passed; nil is
+	// time.Now.
+	Now func() time.Time
+}
+
+// server is one session's tools and the session's turn.
+type server struct {
+	api         API
+	goal, agent string
+	unconnected string
+	tpl         *templates.Set
+	logger      *slog.Logger
+	now         func() time.Time
+	nonce       string // stands for the turn in idempotency keys outside a turn
+
+	mu      sync.Mutex
+	turn    string    // the live turn this session opened ("" = none)
+	lease   time.Time // when that turn's lease passes
+	pending string    // a minted turn id whose should_run answer has not arrived yet
+	settled string    // the last turn this session settled (a repeated spend replays it)
+	acks    int       // successful inbox_ack calls; part of inbox_drain's key
+}
+
+// New returns the MCP server for one session.
+func New(opts Options) (*sdk.Server, error) {
+	if opts.API != nil && (opts.GoalID == "" || opts.AgentID == "") {
+		return nil, errors.New("new mcp server: GoalID and AgentID are required with an API")
+	}
+	s := &server{api: opts.API, goal: opts.GoalID, agent: opts.AgentID, unconnected: opts.Unconnected,
+		tpl: opts.Templates, logger: opts.Logger, now: opts.Now, nonce: randomHex(8)}
+	if s.api == nil && s.unconnected == "" {
+		s.unconnected = "this project is not connected to LoopX. Ask the user to run `loopx connect` in the project's root folder, then restart this MCP server (reload the host)."
+	}
+	if s.tpl == nil {
+		tpl, err := templates.New()
+		if err != nil {
+			return nil, fmt.Errorf("new mcp server: %w", err)
+		}
+		s.tpl = tpl
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "loopx", Title: "LoopX", Version: opts.Version},
+		&sdk.ServerOptions{Instructions: s.instructions(), Logger: s.logger})
+	if err := s.addTools(srv); err != nil {
+		return nil, fmt.Errorf("new mcp server: %w", err)
+	}
+	s.addResources(srv)
+	s.addPrompts(srv)
+	return srv, nil
+}
+
+// instructions is what the host shows the model about this server. It is built from the
+// options only: initialize must answer at once, without a network call.
+func (s *server) instructions() string {
+	text := "LoopX governs this project's agent turns and keeps their state. Start every turn with " +
+		"should_run and work only when it answers should_run=true; inside the turn claim the selected todo, " +
+		"record what you produced with evidence_add, ask an owner with gate_ask when you need a decision, " +
+		"then call refresh_state and, once the work is validated, spend_slot exactly once. " +
+		"Answer people first when should_run reports inbox.pending > 0 (inbox_drain, inbox_reply, inbox_ack). " +
+		"Pace a recurring loop by scheduler_hint.interval_minutes."
+	if s.api == nil {
+		return text + " Not connected: " + s.unconnected
+	}
+	return text + fmt.Sprintf(" Connected to %s as agent %q on goal %q.", s.api.BaseURL(), s.agent, s.goal)
+}
+
+// connected is nil with a connection; without one it is every tool's answer, saying what to
+// do.
+func (s *server) connected() error {
+	if s.api == nil {
+		return errors.New(s.unconnected)
+	}
+	return nil
+}
+
+// key derives the Idempotency-Key of a mutating call from who, the session's turn, the tool,
+// its arguments and anything else that must make two calls distinct (a version read).
+func (s *server) key(tool string, args any, extra ...any) string {
+	s.mu.Lock()
+	turn := s.turn
+	if turn == "" {
+		turn = "session:" + s.nonce
+	}
+	s.mu.Unlock()
+	b, err := json.Marshal([]any{s.goal, s.agent, turn, tool, args, extra})
+	if err != nil { // arguments come from decoded JSON: they encode
+		b = []byte(fmt.Sprint(s.goal, s.agent, turn, tool, args, extra))
+	}
+	sum := sha256.Sum256(b)
+	return "mcp-" + tool + "-" + hex.EncodeToString(sum[:16])
+}
+
+// get reads path into out.
+func (s *server) get(ctx context.Context, tool, path string, query url.Values, out any) error {
+	raw, err := s.api.Do(ctx, client.Request{Method: "GET", Path: path, Query: query})
+	if err != nil {
+		return explain(tool, s, err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s: decode the server's answer: %w", tool, err)
+	}
+	return nil
+}
+
+// send makes a mutating call under the tool's idempotency key and decodes the answer.
+func (s *server) send(ctx context.Context, tool, method, path string, body any, key string, out any) error {
+	raw, err := s.api.Do(ctx, client.Request{Method: method, Path: path, Body: body, IdempotencyKey: key})
+	if err != nil {
+		return explain(tool, s, err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s: decode the server's answer: %w", tool, err)
+	}
+	return nil
+}
+
+func (s *server) goalPath(rest ...string) string { return client.GoalPath(s.goal, rest...) }
+
+// schemaFor infers T's JSON schema. Raw JSON members (a ledger entry's detail) may hold any
+// JSON value, not the byte array Go's type suggests.
+func schemaFor[T any]() (*jsonschema.Schema, error) {
+	return jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): {},
+	}})
+}
+
+// addTool registers a typed tool with its output schema (t.OutputSchema when set, else
+// Out's).
+func addTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) error {
+	if t.OutputSchema == nil {
+		out, err := schemaFor[Out]()
+		if err != nil {
+			return fmt.Errorf("output schema of %s: %w", t.Name, err)
+		}
+		t.OutputSchema = out
+	}
+	sdk.AddTool(srv, t, h)
+	return nil
+}
+
+// mergedSchema is the schema of an object holding A's members and B's (an embedded struct
+// and the fields beside it; the schema inference does not flatten an embedded struct whose
+// members share its name).
+func mergedSchema[A, B any]() (*jsonschema.Schema, error) {
+	a, err := schemaFor[A]()
+	if err != nil {
+		return nil, err
+	}
+	b, err := schemaFor[B]()
+	if err != nil {
+		return nil, err
+	}
+	for name, p := range b.Properties {
+		a.Properties[name] = p
+	}
+	a.Required = append(a.Required, b.Required...)
+	return a, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

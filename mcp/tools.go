@@ -1,0 +1,607 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"loopx/api"
+	"loopx/inbox"
+	"loopx/quota"
+	"loopx/store"
+)
+
+// Tool inputs: `json` names the argument, `jsonschema` is its description, and only fields
+// without omitempty are required.
+
+// ShouldRunIn is should_run's input.
+type ShouldRunIn struct {
+	TurnInstanceID string `json:"turn_instance_id,omitempty" jsonschema:"the host's id for this turn, e.g. a heartbeat id; omit it and loopx mints one"`
+	BeginTurn      *bool  `json:"begin_turn,omitempty" jsonschema:"open the turn when the answer is run (default true); false only looks and records nothing"`
+}
+
+// ShouldRunOut is should-run's decision plus what this session knows about its turn.
+type ShouldRunOut struct {
+	quota.Decision
+	ShouldRunExtra
+}
+
+// ShouldRunExtra is what should_run adds to the API's decision.
+type ShouldRunExtra struct {
+	// YourTurn is the live turn this session opened, when there is one.
+	YourTurn *YourTurn `json:"your_turn,omitempty"`
+	// RecentGates are this agent's latest gates (open ones and answered ones), newest first.
+	RecentGates []store.Gate `json:"recent_gates"`
+	// NextStep says in words what to do now.
+	NextStep string `json:"next_step"`
+}
+
+// YourTurn is the session's live turn.
+type YourTurn struct {
+	TurnInstanceID string    `json:"turn_instance_id"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	TodoID         int64     `json:"todo_id,omitempty"`
+}
+
+// TodoListIn is todo_list's input.
+type TodoListIn struct {
+	Status string `json:"status,omitempty" jsonschema:"comma-separated statuses: open, blocked, done, cancelled (default open,blocked)"`
+	Mine   bool   `json:"mine,omitempty" jsonschema:"only todos claimed by this agent"`
+}
+
+// TodosOut lists todos.
+type TodosOut struct {
+	Todos []store.Todo `json:"todos"`
+}
+
+// TodoAddIn is todo_add's input.
+type TodoAddIn struct {
+	Text     string `json:"text" jsonschema:"what to do, one slice of work (up to 12000 characters)"`
+	Priority *int   `json:"priority,omitempty" jsonschema:"0 (most urgent) to 4; default 2"`
+	Role     string `json:"role,omitempty" jsonschema:"agent (default) or user: a todo for a person"`
+	Claim    bool   `json:"claim,omitempty" jsonschema:"claim it for this agent at once"`
+}
+
+// TodoOut is one todo.
+type TodoOut struct {
+	Todo store.Todo `json:"todo"`
+}
+
+// TodoClaimIn is todo_claim's input.
+type TodoClaimIn struct {
+	TodoID       int64 `json:"todo_id" jsonschema:"the todo to claim (should_run's selected_todo.todo_id)"`
+	Transfer     bool  `json:"transfer,omitempty" jsonschema:"take it over from the agent that holds it; only when the user asked"`
+	LeaseSeconds int   `json:"lease_seconds,omitempty" jsonschema:"the claim expires after this many seconds (default never)"`
+}
+
+// TodoUpdateIn is todo_update's input.
+type TodoUpdateIn struct {
+	TodoID   int64   `json:"todo_id" jsonschema:"the todo to change"`
+	Status   *string `json:"status,omitempty" jsonschema:"open, blocked, done or cancelled"`
+	Text     *string `json:"text,omitempty" jsonschema:"new text"`
+	Priority *int    `json:"priority,omitempty" jsonschema:"0 (most urgent) to 4"`
+	Release  bool    `json:"release,omitempty" jsonschema:"drop this agent's claim"`
+	Version  int64   `json:"version,omitempty" jsonschema:"the version you read; omit it and the current one is read (a concurrent change is still refused)"`
+}
+
+// TodoFinishIn is todo_finish's input.
+type TodoFinishIn struct {
+	TodoID  int64 `json:"todo_id" jsonschema:"the todo that is done"`
+	Version int64 `json:"version,omitempty" jsonschema:"the version you read; omit it and the current one is read"`
+}
+
+// EvidenceAddIn is evidence_add's input.
+type EvidenceAddIn struct {
+	Summary string `json:"summary" jsonschema:"what you produced and how it was checked (up to 12000 characters)"`
+	TodoID  int64  `json:"todo_id,omitempty" jsonschema:"the todo it belongs to"`
+	Kind    string `json:"kind,omitempty" jsonschema:"link, command, note (default) or artifact"`
+	Ref     string `json:"ref,omitempty" jsonschema:"a link, the command that checks it, or an artifact path"`
+}
+
+// EvidenceOut is one piece of evidence.
+type EvidenceOut struct {
+	Evidence store.Evidence `json:"evidence"`
+}
+
+// GateAskIn is gate_ask's input.
+type GateAskIn struct {
+	Question string   `json:"question" jsonschema:"the decision the owners must make, with what they need to decide (up to 12000 characters)"`
+	Options  []string `json:"options,omitempty" jsonschema:"answer options (default approve, reject)"`
+	TodoID   int64    `json:"todo_id,omitempty" jsonschema:"the todo that waits for the answer; omit it and the whole goal waits"`
+}
+
+// GateOut is one gate and what to do while it is open.
+type GateOut struct {
+	Gate     store.Gate `json:"gate"`
+	NextStep string     `json:"next_step"`
+}
+
+// GateListIn is gate_list's input.
+type GateListIn struct {
+	Status string `json:"status,omitempty" jsonschema:"open, approved, rejected, answered (with one of the gate's own options, in answer) or cancelled (default all, newest first)"`
+}
+
+// GatesOut lists gates.
+type GatesOut struct {
+	Gates []store.Gate `json:"gates"`
+}
+
+// InboxDrainIn is inbox_drain's input.
+type InboxDrainIn struct {
+	Limit int `json:"limit,omitempty" jsonschema:"at most this many messages (default 50, at most 200)"`
+}
+
+// InboxAckIn is inbox_ack's input.
+type InboxAckIn struct {
+	ItemIDs []int64 `json:"item_ids" jsonschema:"the messages whose effect is written (replied to or done)"`
+}
+
+// InboxReplyIn is inbox_reply's input.
+type InboxReplyIn struct {
+	ItemID int64  `json:"item_id" jsonschema:"the message to answer"`
+	Text   string `json:"text" jsonschema:"the answer, posted in the message's chat and thread (up to 12000 characters)"`
+}
+
+// RefreshStateIn is refresh_state's input.
+type RefreshStateIn struct {
+	NextAction     string `json:"next_action,omitempty" jsonschema:"what the next turn should do first"`
+	TurnInstanceID string `json:"turn_instance_id,omitempty" jsonschema:"the turn; default this session's turn"`
+}
+
+// RefreshStateOut is the quota-neutral state record.
+type RefreshStateOut struct {
+	Entry store.LedgerEntry `json:"state_refreshed"`
+}
+
+// SpendSlotIn is spend_slot's input.
+type SpendSlotIn struct {
+	TodoID         int64  `json:"todo_id,omitempty" jsonschema:"the todo the turn worked on (default the turn's)"`
+	TurnInstanceID string `json:"turn_instance_id,omitempty" jsonschema:"the turn; default this session's turn"`
+}
+
+// SpendSlotOut is the spend receipt.
+type SpendSlotOut struct {
+	Receipt store.SpendReceipt `json:"receipt"`
+}
+
+// GoalStatusIn is goal_status's input (none).
+type GoalStatusIn struct{}
+
+func boolPtr(b bool) *bool { return &b }
+
+func (s *server) addTools(srv *sdk.Server) error {
+	readOnly := &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
+	write := func() *sdk.ToolAnnotations {
+		return &sdk.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(false)}
+	}
+	shouldRunSchema, err := mergedSchema[quota.Decision, ShouldRunExtra]()
+	if err != nil {
+		return fmt.Errorf("output schema of should_run: %w", err)
+	}
+	for _, err := range []error{
+		addTool(srv, &sdk.Tool{Name: "should_run", Annotations: write(), OutputSchema: shouldRunSchema,
+			Description: "Ask LoopX whether to work now; call it first in every turn. A run answer opens the turn and names the todo to work on; a skip answer says why and when to check again (scheduler_hint)."}, s.shouldRun),
+		addTool(srv, &sdk.Tool{Name: "todo_list", Annotations: readOnly,
+			Description: "List the goal's todos by priority (open and blocked by default)."}, s.todoList),
+		addTool(srv, &sdk.Tool{Name: "todo_add", Annotations: write(),
+			Description: "Add a todo to the goal (a slice of work for an agent, or a task for a person with role=user)."}, s.todoAdd),
+		addTool(srv, &sdk.Tool{Name: "todo_claim", Annotations: write(),
+			Description: "Claim a todo for this agent before working on it; never takes another agent's claim unless transfer=true."}, s.todoClaim),
+		addTool(srv, &sdk.Tool{Name: "todo_update", Annotations: write(),
+			Description: "Change a todo this agent holds: status, text, priority, or release the claim."}, s.todoUpdate),
+		addTool(srv, &sdk.Tool{Name: "todo_finish", Annotations: write(),
+			Description: "Mark a todo this agent holds as done, after its evidence is recorded."}, s.todoFinish),
+		addTool(srv, &sdk.Tool{Name: "evidence_add", Annotations: write(),
+			Description: "Record what this turn produced (a link, a command that checks it, a note); it counts as the turn's progress."}, s.evidenceAdd),
+		addTool(srv, &sdk.Tool{Name: "gate_ask", Annotations: write(),
+			Description: "Ask the goal's owners for a decision (posted as a card in their chat); the todo waits until an owner answers."}, s.gateAsk),
+		addTool(srv, &sdk.Tool{Name: "gate_list", Annotations: readOnly,
+			Description: "List the goal's owner gates with their answers, newest first."}, s.gateList),
+		addTool(srv, &sdk.Tool{Name: "inbox_drain", Annotations: write(),
+			Description: "Take the messages people sent this agent (steering ones first); answer each with inbox_reply, then inbox_ack them."}, s.inboxDrain),
+		addTool(srv, &sdk.Tool{Name: "inbox_ack", Annotations: write(),
+			Description: "Acknowledge drained messages once their effect is written; unacknowledged ones come back later."}, s.inboxAck),
+		addTool(srv, &sdk.Tool{Name: "inbox_reply", Annotations: write(),
+			Description: "Answer a drained message in the chat and thread it came from."}, s.inboxReply),
+		addTool(srv, &sdk.Tool{Name: "refresh_state", Annotations: write(),
+			Description: "Record what the next turn should do first (quota-neutral); call it before spend_slot."}, s.refreshState),
+		addTool(srv, &sdk.Tool{Name: "spend_slot", Annotations: write(),
+			Description: "Settle this turn: spend its one quota slot, once, after the work is validated. Never on a skip."}, s.spendSlot),
+		addTool(srv, &sdk.Tool{Name: "goal_status", Annotations: readOnly,
+			Description: "Read the goal and this agent's status: what needs a person, the live and last turn with its evidence, quota, inbox, next heartbeat."}, s.goalStatus),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in ShouldRunIn) (*sdk.CallToolResult, ShouldRunOut, error) {
+	const tool = "should_run"
+	var out ShouldRunOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	if in.BeginTurn != nil && !*in.BeginTurn {
+		if err := s.peek(ctx, tool, &out.Decision); err != nil {
+			return nil, out, err
+		}
+		return s.shouldRunAnswer(ctx, out)
+	}
+
+	s.mu.Lock()
+	mine, lease := s.turn, s.lease
+	s.mu.Unlock()
+	if mine != "" && (in.TurnInstanceID == "" || in.TurnInstanceID == mine) && s.now().Before(lease) {
+		// Mid-turn: look without recording; the answer is busy because the turn is ours.
+		if err := s.peek(ctx, tool, &out.Decision); err != nil {
+			return nil, out, err
+		}
+		if out.State == quota.StateBusy {
+			return s.shouldRunAnswer(ctx, out)
+		}
+		s.settle(mine) // the turn ended elsewhere (expired, or settled by another caller)
+	}
+
+	s.mu.Lock()
+	s.settled = ""
+	id := in.TurnInstanceID
+	if id == "" {
+		if s.pending == "" {
+			s.pending = "mcp-" + s.now().UTC().Format("20060102T150405") + "-" + randomHex(4)
+		}
+		id = s.pending
+	}
+	s.mu.Unlock()
+	body := api.ShouldRunBody{AgentID: s.agent, TurnInstanceID: id, BeginTurn: true}
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("should-run"), body, s.key(tool, body), &out.Decision); err != nil {
+		return nil, out, err // a lost answer keeps the pending id: the retry replays by it
+	}
+	s.mu.Lock()
+	if s.pending == id {
+		s.pending = ""
+	}
+	if out.Turn != nil && out.Turn.State == store.TurnLive && s.now().Before(out.Turn.LeaseExpiresAt) {
+		s.turn, s.lease = out.Turn.InstanceID, out.Turn.LeaseExpiresAt
+	}
+	s.mu.Unlock()
+	return s.shouldRunAnswer(ctx, out)
+}
+
+// peek reads the decision without recording anything.
+func (s *server) peek(ctx context.Context, tool string, d *quota.Decision) error {
+	return s.get(ctx, tool, s.goalPath("quota"), url.Values{"agent_id": {s.agent}}, d)
+}
+
+// settle forgets the session's turn id once that turn is over.
+func (s *server) settle(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn == id {
+		s.turn, s.lease, s.settled = "", time.Time{}, id
+	}
+}
+
+// shouldRunAnswer adds the session's turn, the agent's recent gates and the next step.
+func (s *server) shouldRunAnswer(ctx context.Context, out ShouldRunOut) (*sdk.CallToolResult, ShouldRunOut, error) {
+	s.mu.Lock()
+	if s.turn != "" && s.now().Before(s.lease) {
+		out.YourTurn = &YourTurn{TurnInstanceID: s.turn, LeaseExpiresAt: s.lease}
+		if out.Turn != nil && out.Turn.InstanceID == s.turn {
+			out.YourTurn.TodoID = out.Turn.TodoID
+		}
+	}
+	s.mu.Unlock()
+	var gates GatesOut
+	if err := s.get(ctx, "should_run", s.goalPath("gates"), url.Values{"limit": {"20"}}, &gates); err != nil {
+		return nil, out, err
+	}
+	out.RecentGates = []store.Gate{}
+	for _, g := range gates.Gates {
+		if g.AgentID == s.agent && len(out.RecentGates) < 5 {
+			out.RecentGates = append(out.RecentGates, g)
+		}
+	}
+	out.NextStep = nextStepFor(out)
+	return nil, out, nil
+}
+
+// nextStepFor says in words what the model should do after a should_run answer.
+func nextStepFor(out ShouldRunOut) string {
+	var b strings.Builder
+	answered := func() {
+		for _, g := range out.RecentGates {
+			if g.Status != store.GateOpen && g.AnsweredAt != nil {
+				fmt.Fprintf(&b, " Gate %d (%q) was %s by %s", g.ID, g.Question, g.Status, g.AnsweredBy)
+				if g.Status == store.GateAnswered {
+					// One of the gate's own options: what it means is for this agent to read.
+					fmt.Fprintf(&b, " with the option %q", g.Answer)
+				}
+				if g.Comment != "" {
+					fmt.Fprintf(&b, " with the comment %q", g.Comment)
+				}
+				b.WriteString(".")
+			}
+		}
+	}
+	wait := fmt.Sprintf(" Check again in %d minutes (scheduler_hint).", out.SchedulerHint.IntervalMinutes)
+	switch {
+	case out.YourTurn != nil && out.State == quota.StateBusy:
+		fmt.Fprintf(&b, "Your turn %s is live until %s: carry on with it.", out.YourTurn.TurnInstanceID, out.YourTurn.LeaseExpiresAt.UTC().Format(time.RFC3339))
+		answered()
+		if len(out.Gates.Open) > 0 {
+			fmt.Fprintf(&b, " Still open: gate(s) %v; do not do what they ask about until an owner answers.", out.Gates.Open)
+		}
+		b.WriteString(" End the turn with evidence_add, refresh_state and spend_slot.")
+	case out.ShouldRun && out.State == quota.StateInbox:
+		b.WriteString("People wrote to you: inbox_drain, answer each message with inbox_reply, then inbox_ack them.")
+		if out.SelectedTodo != nil {
+			fmt.Fprintf(&b, " Then work on todo %d if time allows.", out.SelectedTodo.ID)
+		}
+		b.WriteString(" End with refresh_state and spend_slot.")
+	case out.ShouldRun && out.SelectedTodo != nil:
+		fmt.Fprintf(&b, "Work on todo %d now (%q): todo_claim it, do one bounded slice, evidence_add what you produced, then refresh_state and spend_slot.", out.SelectedTodo.ID, out.SelectedTodo.Text)
+		answered()
+	case out.ShouldRun:
+		b.WriteString("Work now, then evidence_add, refresh_state and spend_slot.")
+	case out.State == quota.StateBusy:
+		fmt.Fprintf(&b, "Another turn of this agent is live (%s): stop now without spending. If that turn is yours (this host restarted), call should_run with its turn_instance_id to continue it.", out.Message)
+	case out.State == quota.StatePaused:
+		fmt.Fprintf(&b, "The goal is paused (%s): stop without spending and stop the loop until an owner resumes it.", out.Message)
+	case out.State == quota.StateWaiting:
+		fmt.Fprintf(&b, "Waiting for an owner to answer gate(s) %v: stop without spending.", out.Gates.Blocking)
+		b.WriteString(wait)
+	case out.State == quota.StateIdle:
+		b.WriteString("Nothing to do for this agent: stop without spending. If the user gave you a task, add it with todo_add and call should_run again.")
+		b.WriteString(wait)
+	default:
+		fmt.Fprintf(&b, "Skip (%s): %s. Stop without spending.", out.State, out.Message)
+		b.WriteString(wait)
+	}
+	return b.String()
+}
+
+func (s *server) todoList(ctx context.Context, _ *sdk.CallToolRequest, in TodoListIn) (*sdk.CallToolResult, TodosOut, error) {
+	var out TodosOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	q := url.Values{"status": {"open,blocked"}}
+	if in.Status != "" {
+		q.Set("status", in.Status)
+	}
+	if in.Mine {
+		q.Set("claimed_by", s.agent)
+	}
+	if err := s.get(ctx, "todo_list", s.goalPath("todos"), q, &out); err != nil {
+		return nil, out, err
+	}
+	if out.Todos == nil {
+		out.Todos = []store.Todo{}
+	}
+	return nil, out, nil
+}
+
+func (s *server) todoAdd(ctx context.Context, _ *sdk.CallToolRequest, in TodoAddIn) (*sdk.CallToolResult, TodoOut, error) {
+	const tool = "todo_add"
+	var out TodoOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	body := api.TodoBody{Text: in.Text, Role: in.Role, Priority: in.Priority}
+	if in.Claim {
+		body.ClaimFor = s.agent
+	}
+	err := s.send(ctx, tool, http.MethodPost, s.goalPath("todos"), body, s.key(tool, in), &out.Todo)
+	return nil, out, err
+}
+
+func (s *server) todoPath(id int64, rest ...string) string {
+	return s.goalPath(append([]string{"todos", strconv.FormatInt(id, 10)}, rest...)...)
+}
+
+func (s *server) todoClaim(ctx context.Context, _ *sdk.CallToolRequest, in TodoClaimIn) (*sdk.CallToolResult, TodoOut, error) {
+	const tool = "todo_claim"
+	var out TodoOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	body := api.ClaimBody{AgentID: s.agent, Transfer: in.Transfer, LeaseSeconds: in.LeaseSeconds}
+	err := s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "claim"), body, s.key(tool, in), &out.Todo)
+	return nil, out, err
+}
+
+// version returns the version the caller gave, or the todo's current one.
+func (s *server) version(ctx context.Context, tool string, todo, given int64) (int64, error) {
+	if given != 0 {
+		return given, nil
+	}
+	var t store.Todo
+	if err := s.get(ctx, tool, s.todoPath(todo), nil, &t); err != nil {
+		return 0, err
+	}
+	return t.Version, nil
+}
+
+func (s *server) todoUpdate(ctx context.Context, _ *sdk.CallToolRequest, in TodoUpdateIn) (*sdk.CallToolResult, TodoOut, error) {
+	const tool = "todo_update"
+	var out TodoOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	v, err := s.version(ctx, tool, in.TodoID, in.Version)
+	if err != nil {
+		return nil, out, err
+	}
+	body := api.TodoUpdateBody{AgentID: s.agent, Version: v, Text: in.Text, Priority: in.Priority, Status: in.Status, ClearClaim: in.Release}
+	err = s.send(ctx, tool, http.MethodPatch, s.todoPath(in.TodoID), body, s.key(tool, in, v), &out.Todo)
+	return nil, out, err
+}
+
+func (s *server) todoFinish(ctx context.Context, _ *sdk.CallToolRequest, in TodoFinishIn) (*sdk.CallToolResult, TodoOut, error) {
+	const tool = "todo_finish"
+	var out TodoOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	v, err := s.version(ctx, tool, in.TodoID, in.Version)
+	if err != nil {
+		return nil, out, err
+	}
+	body := api.TodoUpdateBody{AgentID: s.agent, Version: v}
+	err = s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "done"), body, s.key(tool, in, v), &out.Todo)
+	return nil, out, err
+}
+
+func (s *server) evidenceAdd(ctx context.Context, _ *sdk.CallToolRequest, in EvidenceAddIn) (*sdk.CallToolResult, EvidenceOut, error) {
+	const tool = "evidence_add"
+	var out EvidenceOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	body := api.EvidenceBody{AgentID: s.agent, TodoID: in.TodoID, Kind: in.Kind, Summary: in.Summary, Ref: in.Ref}
+	err := s.send(ctx, tool, http.MethodPost, s.goalPath("evidence"), body, s.key(tool, in), &out.Evidence)
+	return nil, out, err
+}
+
+func (s *server) gateAsk(ctx context.Context, _ *sdk.CallToolRequest, in GateAskIn) (*sdk.CallToolResult, GateOut, error) {
+	const tool = "gate_ask"
+	var out GateOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	body := api.GateBody{AgentID: s.agent, Question: in.Question, Options: in.Options, TodoID: in.TodoID}
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("gates"), body, s.key(tool, in), &out.Gate); err != nil {
+		return nil, out, err
+	}
+	what := "the whole goal"
+	if out.Gate.TodoID != 0 {
+		what = fmt.Sprintf("todo %d", out.Gate.TodoID)
+	}
+	out.NextStep = fmt.Sprintf("Gate %d is posted to the goal's owners. Do not do what it asks about until an owner answers; %s waits. "+
+		"Work on something else the gate does not cover, or end the turn with refresh_state and spend_slot; should_run and gate_list show the answer.", out.Gate.ID, what)
+	return nil, out, nil
+}
+
+func (s *server) gateList(ctx context.Context, _ *sdk.CallToolRequest, in GateListIn) (*sdk.CallToolResult, GatesOut, error) {
+	var out GatesOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	q := url.Values{}
+	if in.Status != "" {
+		q.Set("status", in.Status)
+	}
+	if err := s.get(ctx, "gate_list", s.goalPath("gates"), q, &out); err != nil {
+		return nil, out, err
+	}
+	if out.Gates == nil {
+		out.Gates = []store.Gate{}
+	}
+	return nil, out, nil
+}
+
+func (s *server) inboxPath(verb string) string { return s.goalPath("agents", s.agent, "inbox", verb) }
+
+func (s *server) inboxDrain(ctx context.Context, _ *sdk.CallToolRequest, in InboxDrainIn) (*sdk.CallToolResult, api.InboxItems, error) {
+	const tool = "inbox_drain"
+	var out api.InboxItems
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	s.mu.Lock()
+	acks := s.acks
+	s.mu.Unlock()
+	body := api.DrainBody{Limit: in.Limit}
+	err := s.send(ctx, tool, http.MethodPost, s.inboxPath("drain"), body, s.key(tool, in, acks), &out)
+	return nil, out, err
+}
+
+func (s *server) inboxAck(ctx context.Context, _ *sdk.CallToolRequest, in InboxAckIn) (*sdk.CallToolResult, api.InboxItems, error) {
+	const tool = "inbox_ack"
+	var out api.InboxItems
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	body := api.AckBody{ItemIDs: in.ItemIDs}
+	if err := s.send(ctx, tool, http.MethodPost, s.inboxPath("ack"), body, s.key(tool, in), &out); err != nil {
+		return nil, out, err
+	}
+	s.mu.Lock()
+	s.acks++
+	s.mu.Unlock()
+	return nil, out, nil
+}
+
+func (s *server) inboxReply(ctx context.Context, _ *sdk.CallToolRequest, in InboxReplyIn) (*sdk.CallToolResult, inbox.ReplyResult, error) {
+	const tool = "inbox_reply"
+	var out inbox.ReplyResult
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	body := api.ReplyBody{ItemID: in.ItemID, Text: in.Text}
+	err := s.send(ctx, tool, http.MethodPost, s.inboxPath("reply"), body, s.key(tool, in), &out)
+	return nil, out, err
+}
+
+// turnFor is the turn a settling call names: the one given, else the session's.
+func (s *server) turnFor(given string) string {
+	if given != "" {
+		return given
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turn
+}
+
+func (s *server) refreshState(ctx context.Context, _ *sdk.CallToolRequest, in RefreshStateIn) (*sdk.CallToolResult, RefreshStateOut, error) {
+	const tool = "refresh_state"
+	var out RefreshStateOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	body := api.RefreshBody{AgentID: s.agent, TurnInstanceID: s.turnFor(in.TurnInstanceID), NextAction: in.NextAction}
+	err := s.send(ctx, tool, http.MethodPost, s.goalPath("refresh-state"), body, s.key(tool, body), &out.Entry)
+	return nil, out, err
+}
+
+func (s *server) spendSlot(ctx context.Context, _ *sdk.CallToolRequest, in SpendSlotIn) (*sdk.CallToolResult, SpendSlotOut, error) {
+	const tool = "spend_slot"
+	var out SpendSlotOut
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	turn := s.turnFor(in.TurnInstanceID)
+	if turn == "" {
+		// A repeated spend for the turn this session settled answers that turn's receipt.
+		s.mu.Lock()
+		turn = s.settled
+		s.mu.Unlock()
+	}
+	if turn == "" {
+		return nil, out, fmt.Errorf("%s failed: this session has no open turn. Next: spend only for a turn that should_run opened with a run answer; "+
+			"if should_run answered skip, end the turn without spending. Pass turn_instance_id only to settle a turn another session opened", tool)
+	}
+	body := api.SpendBody{AgentID: s.agent, TurnInstanceID: turn, TodoID: in.TodoID}
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("spend-slot"), body, s.key(tool, body), &out.Receipt); err != nil {
+		return nil, out, err
+	}
+	s.settle(turn)
+	return nil, out, nil
+}
+
+func (s *server) goalStatus(ctx context.Context, _ *sdk.CallToolRequest, _ GoalStatusIn) (*sdk.CallToolResult, api.Status, error) {
+	var out api.Status
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	err := s.get(ctx, "goal_status", s.goalPath("status"), url.Values{"agent_id": {s.agent}}, &out)
+	return nil, out, err
+}

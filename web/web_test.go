@@ -1,0 +1,372 @@
+package web_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"loopx/cards"
+	"loopx/change"
+	"loopx/store"
+	"loopx/store/storetest"
+	"loopx/templates"
+	"loopx/web"
+)
+
+const (
+	owner    = "ou_owner"
+	member   = "ou_member"
+	stranger = "ou_stranger"
+	admin    = "admin-token-0123456789"
+)
+
+var setupMeta = store.Meta{Actor: "admin", Surface: "system"}
+
+type testBundle struct {
+	st    *store.Store
+	srv   *web.Server
+	http  *httptest.Server
+	clock *storetest.Clock
+}
+
+// setup is a workspace over goal "docs" (owner ou_owner, member ou_member, 12 slots) with
+// agent codex and one open gate announced to the owner.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
+	st := storetest.New(t, store.Options{Now: clock.Now})
+	ctx := t.Context()
+	slots := 12
+	_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "docs", Title: "Docs site", Owners: []string{owner}, Members: []string{member}, AllowedSlots: &slots, Meta: setupMeta})
+	require.NoError(t, err)
+	_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "docs", AgentID: "codex", Meta: setupMeta})
+	require.NoError(t, err)
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	cs := cards.New(tpl, "en")
+	_, err = st.AskGate(ctx, store.AskGateParams{GoalID: "docs", AgentID: "codex", Question: "Publish the draft?", Notice: cs.Gates.Ask,
+		Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"}})
+	require.NoError(t, err)
+	k, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
+	require.NoError(t, err)
+	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, AdminToken: admin, Now: clock.Now})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	srv2, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, AdminToken: admin, Now: clock.Now, BaseURL: hs.URL})
+	require.NoError(t, err)
+	hs.Config.Handler = srv2
+	return &testBundle{st: st, srv: srv2, http: hs, clock: clock}
+}
+
+// browser is one signed-in client.
+type browser struct {
+	t    *testing.T
+	c    *http.Client
+	base string
+	csrf string
+}
+
+func (b *testBundle) newBrowser(t *testing.T) *browser {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &browser{t: t, c: c, base: b.http.URL}
+}
+
+// link issues a sign-in link for openID as the bot would.
+func (b *testBundle) link(t *testing.T, openID string) string {
+	t.Helper()
+	l, err := b.srv.SignInLink(t.Context(), b.st.DB(), openID)
+	require.NoError(t, err)
+	return l
+}
+
+func (b *testBundle) signIn(t *testing.T, openID string) *browser {
+	t.Helper()
+	br := b.newBrowser(t)
+	status, _ := br.signInWith(b.link(t, openID))
+	require.Equal(t, http.StatusSeeOther, status)
+	return br
+}
+
+func (br *browser) signInWith(link string) (int, string) {
+	br.t.Helper()
+	status, body, _ := br.get(strings.TrimPrefix(link, br.base))
+	require.Equal(br.t, http.StatusOK, status)
+	require.Contains(br.t, body, `action="/web/signin"`)
+	u, err := url.Parse(link)
+	require.NoError(br.t, err)
+	return br.postRaw("/web/signin", url.Values{"t": {u.Query().Get("t")}})
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func (br *browser) get(path string) (int, string, http.Header) {
+	br.t.Helper()
+	res, err := br.c.Get(br.base + path)
+	require.NoError(br.t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(br.t, err)
+	if m := csrfRe.FindStringSubmatch(string(b)); m != nil {
+		br.csrf = m[1]
+	}
+	return res.StatusCode, string(b), res.Header
+}
+
+func (br *browser) postRaw(path string, form url.Values) (int, string) {
+	br.t.Helper()
+	res, err := br.c.PostForm(br.base+path, form)
+	require.NoError(br.t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(br.t, err)
+	if res.StatusCode == http.StatusSeeOther {
+		return res.StatusCode, res.Header.Get("Location")
+	}
+	return res.StatusCode, string(b)
+}
+
+// post submits a form of the session (CSRF token and a fresh key added).
+func (br *browser) post(path string, form url.Values) (int, string) {
+	br.t.Helper()
+	if br.csrf == "" {
+		br.get("/web/")
+	}
+	form.Set("csrf", br.csrf)
+	if !form.Has("key") {
+		form.Set("key", "k-"+time.Now().Format("150405.000000000"))
+	}
+	return br.postRaw(path, form)
+}
+
+func TestSignInLinkIsSingleUseBoundAndShort(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	link := b.link(t, owner)
+	require.True(t, strings.HasPrefix(link, b.http.URL+"/web/signin?t="))
+
+	br := b.newBrowser(t)
+	status, _, _ := br.get("/web/")
+	require.Equal(t, http.StatusUnauthorized, status, "no session: the sign-in page")
+	status, loc := br.signInWith(link)
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Equal(t, "/web/", loc)
+	u, _ := url.Parse(b.http.URL)
+	cookies := br.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/web/"})
+	require.Len(t, cookies, 1)
+	status, body, _ := br.get("/web/")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "What needs you")
+	require.Contains(t, body, owner)
+
+	// The same link a second time signs nobody in.
+	other := b.newBrowser(t)
+	status, body = other.signInWith(link)
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Contains(t, body, "This link does not work")
+
+	// A link older than 10 minutes neither.
+	late := b.link(t, owner)
+	b.clock.Add(store.SignInTTL + time.Second)
+	status, _ = b.newBrowser(t).signInWith(late)
+	require.Equal(t, http.StatusUnauthorized, status)
+
+	// Sign-out ends the session on the server.
+	b.clock.Add(-store.SignInTTL - time.Second)
+	status, loc = br.post("/web/signout", url.Values{})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, loc, "/web/signin")
+	status, _, _ = br.get("/web/")
+	require.Equal(t, http.StatusUnauthorized, status)
+}
+
+func TestCookieAndHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	br := b.newBrowser(t)
+	link := b.link(t, owner)
+	br.get(strings.TrimPrefix(link, b.http.URL))
+	u, _ := url.Parse(link)
+	res, err := br.c.PostForm(b.http.URL+"/web/signin", url.Values{"t": {u.Query().Get("t")}})
+	require.NoError(t, err)
+	res.Body.Close()
+	sc := res.Header.Get("Set-Cookie")
+	require.Contains(t, sc, "HttpOnly")
+	require.Contains(t, sc, "SameSite=Strict")
+	require.Contains(t, sc, "Path=/web")
+	require.NotContains(t, sc, "Secure", "plain HTTP: not Secure")
+	_, _, h := br.get("/web/")
+	require.Contains(t, h.Get("Content-Security-Policy"), "default-src 'self'")
+	require.Equal(t, "DENY", h.Get("X-Frame-Options"))
+}
+
+// A gate asked with options of the agent's own offers them as buttons; the chosen one is
+// stored and shown, as in chat.
+func TestGateWithCustomOptionsShowsTheChosenOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g, err := b.st.AskGate(t.Context(), store.AskGateParams{GoalID: "docs", AgentID: "codex", Question: "Ship tonight?",
+		Options: []string{"approve", "later"}, Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"}})
+	require.NoError(t, err)
+	br := b.signIn(t, owner)
+	_, body, _ := br.get("/web/goals/docs")
+	require.Contains(t, body, `value="later"`)
+	status, loc := br.post("/web/goals/docs/gates/"+itoa(g.ID)+"/answer", url.Values{"answer": {"later"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, loc, "a=answered&m=answered")
+	got, err := b.st.GetGate(t.Context(), "docs", g.ID)
+	require.NoError(t, err)
+	require.Equal(t, "later", got.Answer)
+	_, body, _ = br.get(loc)
+	require.Contains(t, body, "Gate answered.")
+	require.Contains(t, body, "answered · answer: later")
+}
+
+func TestHomeListsTheGateAndTheOwnerAnswersIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	br := b.signIn(t, owner)
+	_, body, _ := br.get("/web/")
+	require.Contains(t, body, "Publish the draft?")
+	require.Regexp(t, `Open gates you can answer <span class="count">1</span>`, body)
+
+	// The member sees the goal but no gate to answer, and no controls.
+	mb := b.signIn(t, member)
+	_, body, _ = mb.get("/web/")
+	require.Regexp(t, `Open gates you can answer <span class="count">0</span>`, body)
+	status, body, _ := mb.get("/web/goals/docs")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "Publish the draft?")
+	require.NotContains(t, body, "Preview change")
+	require.NotContains(t, body, `value="approve"`)
+	gates, err := b.st.ListGates(t.Context(), store.ListGatesParams{GoalID: "docs"})
+	require.NoError(t, err)
+	gateID := gates[0].ID
+	gatePath := "/web/goals/docs/gates/" + itoa(gateID) + "/answer"
+	status, loc := mb.post(gatePath, url.Values{"answer": {"approve"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, loc, "m=not_allowed")
+
+	_, body, _ = br.get("/web/goals/docs")
+	require.Contains(t, body, `value="approve"`)
+	before, err := store.ListOutboxAfter(t.Context(), b.st.DB(), 0, 0)
+	require.NoError(t, err)
+	status, loc = br.post(gatePath, url.Values{"answer": {"approve"}, "comment": {"ship it"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, loc, "a=approved&m=answered")
+	g, err := b.st.GetGate(t.Context(), "docs", gateID)
+	require.NoError(t, err)
+	require.Equal(t, store.GateApproved, g.Status)
+	require.Equal(t, owner, g.AnsweredBy)
+	after, err := store.ListOutboxAfter(t.Context(), b.st.DB(), before[len(before)-1].ID, 0)
+	require.NoError(t, err)
+	require.Len(t, after, 1, "the Lark card is updated like a chat answer")
+	require.Equal(t, "card_update", after[0].Kind)
+	_, body, _ = br.get(loc)
+	require.Contains(t, body, "Gate approved.")
+}
+
+func TestBudgetPreviewConfirmAndStale(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	br := b.signIn(t, owner)
+	br.get("/web/goals/docs")
+	form := url.Values{"kind": {"goal.set"}, "allowed_slots": {"50"}, "window_hours": {"24"}, "heartbeat_spec": {""},
+		"heartbeat_tz": {"UTC"}, "report_spec": {""}, "report_tz": {"UTC"}, "stall_turns": {"3"}, "owners": {owner}, "members": {member}}
+	status, loc := br.post("/web/goals/docs/proposals", form)
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Regexp(t, `^/web/proposals/\d+$`, loc)
+	_, body, _ := br.get(loc)
+	require.Contains(t, body, `<th scope="row">turns per window</th>`)
+	require.Contains(t, body, "<td>12</td><td><ins>50</ins></td>")
+	require.Contains(t, body, "quota 12 of 12 left in 24 h → 50 of 50 in 24 h")
+	require.Equal(t, 12, goal(t, b).AllowedSlots, "a preview applies nothing")
+	status, loc2 := br.post(loc+"/confirm", url.Values{})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, loc2, "m=applied")
+	_, body, _ = br.get(loc2)
+	require.Contains(t, body, "Applied.")
+	require.Contains(t, body, "Receipt: proposed by ou_owner, confirmed by ou_owner")
+	require.Equal(t, 50, goal(t, b).AllowedSlots)
+
+	// Stale: the goal changes between preview and confirm.
+	form.Set("allowed_slots", "60")
+	form.Del("key") // a new form render carries a new key; the old one replays the first answer
+	_, loc = br.post("/web/goals/docs/proposals", form)
+	w := 48
+	_, err := b.st.UpdateGoal(t.Context(), store.UpdateGoalParams{GoalID: "docs", WindowHours: &w, Meta: setupMeta})
+	require.NoError(t, err)
+	status, loc2 = br.post(loc+"/confirm", url.Values{})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, loc2, "m=stale")
+	require.NotEqual(t, strings.SplitN(loc2, "?", 2)[0], loc, "the answer is the fresh proposal")
+	_, body, _ = br.get(loc2)
+	require.Contains(t, body, "The goal changed since this preview; nothing was applied.")
+	require.Equal(t, 50, goal(t, b).AllowedSlots)
+	_, body, _ = br.get(loc)
+	require.Contains(t, body, "stale")
+
+	// Bad input names the field and changes nothing.
+	form.Set("allowed_slots", "many")
+	form.Del("key")
+	status, body = br.post("/web/goals/docs/proposals", form)
+	require.Equal(t, http.StatusUnprocessableEntity, status)
+	require.Contains(t, body, "allowed_slots: &#34;many&#34; is not a whole number")
+
+	// A form without the session's CSRF token changes nothing.
+	status, _ = br.postRaw("/web/goals/docs/proposals", url.Values{"kind": {"goal.pause"}, "csrf": {"forged"}})
+	require.Equal(t, http.StatusForbidden, status)
+}
+
+func TestStrangerSeesNothingAndChineseRenders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.signIn(t, stranger)
+	_, body, _ := sb.get("/web/")
+	require.Contains(t, body, "0 goals you can see.")
+	require.NotContains(t, body, "Publish the draft?")
+	status, body, _ := sb.get("/web/goals/docs")
+	require.Equal(t, http.StatusNotFound, status)
+	require.Contains(t, body, "There is nothing here you can see.")
+	status, _, _ = sb.get("/web/goals/nope")
+	require.Equal(t, http.StatusNotFound, status, "an unknown goal reads the same")
+
+	br := b.signIn(t, owner)
+	br.get("/web/")
+	status, loc := br.post("/web/lang", url.Values{"lang": {"zh"}, "back": {"/web/goals/docs"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Equal(t, "/web/goals/docs", loc)
+	_, body, _ = br.get("/web/goals/docs")
+	require.Contains(t, body, `<html lang="zh-CN">`)
+	require.Contains(t, body, "待决事项")
+	require.Contains(t, body, "预览变更")
+
+	// The admin token signs an admin in, who sees every goal.
+	ab := b.newBrowser(t)
+	status, loc = ab.postRaw("/web/signin/admin", url.Values{"token": {admin}})
+	require.Equal(t, http.StatusSeeOther, status)
+	_, body, _ = ab.get(loc)
+	require.Contains(t, body, "1 goals you can see.")
+	status, _ = b.newBrowser(t).postRaw("/web/signin/admin", url.Values{"token": {"wrong"}})
+	require.Equal(t, http.StatusUnauthorized, status)
+}
+
+func goal(t *testing.T, b *testBundle) store.Goal {
+	t.Helper()
+	g, err := b.st.GetGoal(t.Context(), "docs")
+	require.NoError(t, err)
+	return g
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
