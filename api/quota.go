@@ -57,7 +57,7 @@ func (s *Server) shouldRun(ctx context.Context, r *request) (int, any, error) {
 			// should-run keeps its own receipt path; its refusals are audited like the others'.
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if aerr := s.st.AuditFailure(actx, r.meta(), "quota.should_run", p.GoalID, "agent:"+p.GoalID+"/"+agent, err); aerr != nil {
+			if aerr := s.st.AuditFailure(actx, r.meta(), "quota.should_run", p.GoalID, store.AgentTarget(p.GoalID, agent), err); aerr != nil {
 				s.logger.ErrorContext(ctx, "audit refusal", "err", aerr)
 			}
 		}
@@ -95,15 +95,13 @@ func (s *Server) quotaStatus(ctx context.Context, r *request) (int, any, error) 
 		return 0, nil, err
 	}
 	now := s.now()
-	snap, err := s.st.ReadShouldRunSnapshot(ctx, r.PathValue("goal"), agent, now)
+	d, snap, err := quota.Peek(ctx, s.st, r.PathValue("goal"), agent, now)
 	if err != nil {
 		return 0, nil, err
 	}
 	if !snap.GoalFound {
 		return 0, nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "goal_id", Message: "no goal " + r.PathValue("goal")}
 	}
-	d := quota.Decide(snap, now)
-	d.Mode = "status"
 	return http.StatusOK, d, nil
 }
 

@@ -130,9 +130,9 @@ type principal struct {
 
 func (p principal) actor() string {
 	if p.admin {
-		return "admin"
+		return store.ActorAdmin
 	}
-	return "agent:" + p.goalID + "/" + p.agentID
+	return store.AgentActor(p.goalID, p.agentID)
 }
 
 // request is what a handler gets: the caller and the parsed request.

@@ -63,7 +63,7 @@ func (s *Server) goalStatus(ctx context.Context, r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	goalID, now, db := r.PathValue("goal"), s.now(), s.st.DB()
-	snap, err := s.st.ReadShouldRunSnapshot(ctx, goalID, agent, now)
+	d, snap, err := quota.Peek(ctx, s.st, goalID, agent, now)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -73,8 +73,7 @@ func (s *Server) goalStatus(ctx context.Context, r *request) (int, any, error) {
 	if !snap.AgentFound {
 		return 0, nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "agent_id", Message: "no agent " + agent + " on goal " + goalID + "; register it (loopx connect or loopx agent register)"}
 	}
-	st := Status{Goal: snap.Goal, AgentID: agent, Decision: quota.Decide(snap, now)}
-	st.Decision.Mode = "status"
+	st := Status{Goal: snap.Goal, AgentID: agent, Decision: d}
 	st.NeedsYou.Stalled = st.Decision.State == quota.StateStalled
 	st.NeedsYou.Paused = st.Decision.State == quota.StatePaused
 	st.NeedsYou.NoOwners = len(snap.Goal.Owners) == 0

@@ -402,7 +402,7 @@ func target(id int64) string {
 	if id == 0 {
 		return ""
 	}
-	return fmt.Sprintf("proposal:%d", id)
+	return store.ProposalTarget(id)
 }
 
 // receiptAudit is the audit row of a settled proposal: who proposed, who decided, when, and

@@ -113,10 +113,10 @@ type Agent struct {
 // Meta is who acts on the agent's inbox: the agent itself, from the API, under the caller's
 // idempotency key (a retried drain whose answer was lost returns the same items).
 func (a Agent) meta(key string) store.Meta {
-	return store.Meta{Actor: "agent:" + a.GoalID + "/" + a.AgentID, Surface: "api", IdempotencyKey: key}
+	return store.Meta{Actor: store.AgentActor(a.GoalID, a.AgentID), Surface: "api", IdempotencyKey: key}
 }
 
-func (a Agent) target() string { return "agent:" + a.GoalID + "/" + a.AgentID }
+func (a Agent) target() string { return store.AgentTarget(a.GoalID, a.AgentID) }
 
 // DrainParams asks for up to Limit pending items of one agent.
 type DrainParams struct {

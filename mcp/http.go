@@ -14,6 +14,7 @@ import (
 
 	"loopx/api"
 	"loopx/api/client"
+	"loopx/store"
 	"loopx/templates"
 )
 
@@ -58,7 +59,7 @@ func Handler(opts HandlerOptions) http.Handler {
 			return nil, fmt.Errorf("%w: /mcp works as one agent: use that agent's token (loopx connect or loopx agent register prints one), not the admin token", auth.ErrInvalidToken)
 		}
 		return &auth.TokenInfo{
-			UserID:     "agent:" + who.GoalID + "/" + who.AgentID,
+			UserID:     store.AgentActor(who.GoalID, who.AgentID),
 			Expiration: time.Now().Add(time.Hour),
 			Extra:      map[string]any{"goal_id": who.GoalID, "agent_id": who.AgentID},
 		}, nil

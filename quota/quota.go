@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"loopx/store"
@@ -36,6 +35,24 @@ func NewService(st *store.Store, opts Options) *Service {
 	return &Service{st: st, now: now, gateNotice: opts.GateNotice}
 }
 
+// ModeStatus is the mode of a read-only answer (Peek): nothing was recorded.
+const ModeStatus = "status"
+
+// Peek answers should-run for goal x agent at now without recording anything (no ledger row,
+// no hint step, no stall gate, no turn, no receipt): the read-only form behind status pages,
+// chat /status, GET quota status and poll agents' ticks. It reads the snapshot with st, so a
+// caller inside a transaction passes the Store joined to it. The decision's Mode is
+// ModeStatus; the snapshot is returned for callers that show more of it.
+func Peek(ctx context.Context, st *store.Store, goalID, agentID string, now time.Time) (Decision, store.ShouldRunSnapshot, error) {
+	snap, err := st.ReadShouldRunSnapshot(ctx, goalID, agentID, now)
+	if err != nil {
+		return Decision{}, snap, err
+	}
+	d := Decide(snap, now)
+	d.Mode = ModeStatus
+	return d, snap, nil
+}
+
 // ShouldRun answers whether the agent should act now. In one transaction it reads the snapshot
 // (one statement), decides, and records: a tick_decision ledger row, the hint progression, a
 // stall gate when the decision is stalled, a turn when BeginTurn is set and the decision is
@@ -50,7 +67,7 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 	}
 	actor, surface := p.Meta.Actor, p.Meta.Surface
 	if actor == "" {
-		actor = "agent:" + p.GoalID + "/" + p.AgentID
+		actor = store.AgentActor(p.GoalID, p.AgentID)
 	}
 	if surface == "" {
 		surface = "api"
@@ -181,7 +198,7 @@ func (s *Service) openStallGate(ctx context.Context, tx store.DB, snap Input, d 
 		return d, nil
 	}
 	err = store.InsertAudit(ctx, tx, store.Audit{At: now, Actor: actor, Surface: surface, Action: "gate.stall",
-		GoalID: snap.Goal.ID, Target: "gate:" + strconv.FormatInt(g.ID, 10), Allowed: true})
+		GoalID: snap.Goal.ID, Target: store.GateTarget(g.ID), Allowed: true})
 	return d, err
 }
 
@@ -207,7 +224,7 @@ func (s *Service) beginTurn(ctx context.Context, tx store.DB, p ShouldRunParams,
 	}
 	d.Turn = &t
 	err = store.InsertAudit(ctx, tx, store.Audit{At: now, Actor: actor, Surface: surface, Action: "turn.open",
-		GoalID: p.GoalID, Target: "turn:" + strconv.FormatInt(t.ID, 10), Allowed: true,
+		GoalID: p.GoalID, Target: store.TurnTarget(t.ID), Allowed: true,
 		Detail: mustJSON(map[string]any{"agent_id": p.AgentID, "turn_instance_id": t.InstanceID, "todo_id": todoID})})
 	return d, err
 }

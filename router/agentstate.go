@@ -13,7 +13,7 @@ import (
 // statusTimeLayout is how /status, /runs and /report show a time (in a named zone).
 const statusTimeLayout = "2006-01-02 15:04"
 
-// Agent states /status shows. They come from the should-run decision (quota.Decide over the
+// Agent states /status shows. They come from the read-only should-run decision (quota.Peek over the
 // same snapshot should-run reads), except that a live turn always shows as working: that is
 // what the agent is doing, whatever the goal's state. "paused" is the word /pause uses.
 const (
@@ -49,7 +49,7 @@ func (h *handling) agentStates(ctx context.Context, goal store.Goal, scheds []st
 	loc, zone := zoneOf(goal.HeartbeatTZ)
 	rows := []map[string]any{}
 	for _, a := range agents {
-		snap, err := h.st.ReadShouldRunSnapshot(ctx, goal.ID, a.ID, now)
+		d, snap, err := quota.Peek(ctx, h.st, goal.ID, a.ID, now)
 		if err != nil {
 			return nil, err
 		}
@@ -62,7 +62,7 @@ func (h *handling) agentStates(ctx context.Context, goal store.Goal, scheds []st
 			"TodoID": int64(0), "TodoText": "", "ElapsedH": 0, "ElapsedM": 0, "Until": "", "Gates": []string{},
 			"StallTurns": goal.StallTurns, "Zone": zone, "Heartbeat": "", "HeartbeatZone": "", "HeartbeatHeld": false,
 		}
-		if err := h.describeAgent(ctx, row, snap, now, loc); err != nil {
+		if err := h.describeAgent(ctx, row, d, snap, now, loc); err != nil {
 			return nil, err
 		}
 		for _, sc := range scheds {
@@ -83,7 +83,7 @@ func (h *handling) agentStates(ctx context.Context, goal store.Goal, scheds []st
 }
 
 // describeAgent fills in row's State and the facts its words need.
-func (h *handling) describeAgent(ctx context.Context, row map[string]any, snap store.ShouldRunSnapshot, now time.Time, loc *time.Location) error {
+func (h *handling) describeAgent(ctx context.Context, row map[string]any, d quota.Decision, snap store.ShouldRunSnapshot, now time.Time, loc *time.Location) error {
 	todo := func(id int64) error {
 		if id == 0 {
 			return nil
@@ -98,7 +98,6 @@ func (h *handling) describeAgent(ctx context.Context, row map[string]any, snap s
 		row["ElapsedH"], row["ElapsedM"] = mins/60, mins%60
 		return todo(t.TodoID)
 	}
-	d := quota.Decide(snap, now)
 	switch {
 	case d.State == quota.StatePaused && d.Reason == "quota_zero":
 		row["State"] = agentBudgetZero

@@ -29,7 +29,7 @@ func (h *handling) refuse(ctx context.Context, action, command string, n need, t
 	if n == needMember {
 		needWord = "member"
 	}
-	if err := h.audit(ctx, action, tg.goal.ID, "goal:"+tg.goal.ID, false, map[string]any{
+	if err := h.audit(ctx, action, tg.goal.ID, store.GoalTarget(tg.goal.ID), false, map[string]any{
 		"reason": "not " + needWord, "role": string(tg.role),
 	}); err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"time"
 
 	"loopx/cards"
@@ -157,7 +156,7 @@ func (h *handling) report(ctx context.Context, tg *target) error {
 	if err != nil {
 		return h.kernelError(ctx, err, tg)
 	}
-	if err := h.audit(ctx, "chat.report", tg.goal.ID, "goal:"+tg.goal.ID, true, map[string]any{"queued": queued}); err != nil {
+	if err := h.audit(ctx, "chat.report", tg.goal.ID, store.GoalTarget(tg.goal.ID), true, map[string]any{"queued": queued}); err != nil {
 		return err
 	}
 	if queued {
@@ -375,7 +374,7 @@ func (h *handling) deliver(ctx context.Context, p Parsed) error {
 		}
 		if err != nil || (tg.session != "" && live.SessionID != "" && live.SessionID != tg.session) {
 			// Refused, never downgraded to the inbox: audited like any refusal.
-			if aerr := h.audit(ctx, "chat.steer", tg.goal.ID, "agent:"+tg.goal.ID+"/"+tg.agent, false,
+			if aerr := h.audit(ctx, "chat.steer", tg.goal.ID, store.AgentTarget(tg.goal.ID, tg.agent), false,
 				map[string]any{"refused": "no live turn to steer", "session_id": tg.session}); aerr != nil {
 				return aerr
 			}
@@ -394,7 +393,7 @@ func (h *handling) deliver(ctx context.Context, p Parsed) error {
 	if err != nil {
 		return h.kernelError(ctx, err, tg)
 	}
-	if err := h.audit(ctx, "chat.message", tg.goal.ID, fmt.Sprintf("inbox:%d", it.ID), true, map[string]any{
+	if err := h.audit(ctx, "chat.message", tg.goal.ID, store.InboxTarget(it.ID), true, map[string]any{
 		"agent_id": tg.agent, "mode": p.Mode, "session_id": tg.session,
 	}); err != nil {
 		return err
@@ -427,7 +426,7 @@ func (h *handling) answerGate(ctx context.Context, cmd command, p Parsed) error 
 	}
 	if err != nil || !mayKnow(goal, bound) {
 		if err == nil {
-			if aerr := h.audit(ctx, cmd.action, goal.ID, "gate:"+strconv.FormatInt(g.ID, 10), false, map[string]any{"reason": "gate not visible to sender"}); aerr != nil {
+			if aerr := h.audit(ctx, cmd.action, goal.ID, store.GateTarget(g.ID), false, map[string]any{"reason": "gate not visible to sender"}); aerr != nil {
 				return aerr
 			}
 		}

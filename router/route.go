@@ -42,7 +42,7 @@ func (h *handling) resolve(ctx context.Context, addr *Address, wantAgent bool) (
 		if !exists || !mayKnow(g, bound) {
 			if exists {
 				// Probing for someone else's goal: audited, answered as unknown.
-				if err := h.audit(ctx, "chat.route", g.ID, "goal:"+g.ID, false, map[string]any{"reason": "goal not visible to sender"}); err != nil {
+				if err := h.audit(ctx, "chat.route", g.ID, store.GoalTarget(g.ID), false, map[string]any{"reason": "goal not visible to sender"}); err != nil {
 					return nil, err
 				}
 			}

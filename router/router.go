@@ -464,7 +464,7 @@ func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang strin
 		}
 		return c.toast(lang, "error", "invalid", "")
 	}
-	target := "gate:" + strconv.FormatInt(click.GateID, 10)
+	target := store.GateTarget(click.GateID)
 	refuse := func(goalID, reason, kind, code, status string) (CardResult, error) {
 		if err := auditRow(ctx, tx, a.OperatorID, "card", "card.gate.answer", goalID, target, false, map[string]any{
 			"reason": reason, "option": click.Option, "card_version": click.CardVersion,

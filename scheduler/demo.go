@@ -36,7 +36,7 @@ func SeedDemo(ctx context.Context, st *store.Store, p DemoParams) (bool, error) 
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return false, fmt.Errorf("seed demo: %w", err)
 	}
-	meta := store.Meta{Actor: "system", Surface: "system"}
+	meta := store.Meta{Actor: store.ActorSystem, Surface: "system"}
 	_, err := st.CreateGoal(ctx, store.CreateGoalParams{
 		ID:    DemoGoalID,
 		Title: "Demo: write and publish the release notes",

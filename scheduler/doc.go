@@ -25,7 +25,7 @@
 //     now + the scheduler_hint interval; stop_until_explicit_resume holds the heartbeat until
 //     the goal is resumed (or its budget or schedule changes). Poll agents' hosts ask
 //     should-run themselves and own the hint progression: their ticks record a read-only
-//     answer (quota.Decide over the snapshot) and keep the cron cadence. Such a tick starts
+//     answer (quota.Peek) and keep the cron cadence. Such a tick starts
 //     nothing, so a run answer is recorded as due (the host learns it at its next poll),
 //     never as ran.
 //   - A new todo, an inbox message or an answered gate re-arms the goal's heartbeats (a

@@ -403,7 +403,7 @@ func (s *Scheduler) decide(ctx context.Context, work []*fired) error {
 				TurnInstanceID: TurnInstanceID(w.sched.ID, fire),
 				BeginTurn:      begin,
 				LeaseDuration:  s.cfg.TurnLease,
-				Meta:           store.Meta{Actor: "scheduler", Surface: "scheduler"},
+				Meta:           store.Meta{Actor: store.ActorScheduler, Surface: "scheduler"},
 			})
 		}()
 	}
@@ -417,12 +417,8 @@ func (s *Scheduler) decide(ctx context.Context, work []*fired) error {
 // peek answers should-run without recording anything (no ledger row, no hint step, no
 // turn): the host of a poll agent asks should-run itself.
 func (s *Scheduler) peek(ctx context.Context, goalID, agentID string) (quota.Decision, error) {
-	now := s.now()
-	snap, err := s.st.ReadShouldRunSnapshot(ctx, goalID, agentID, now)
-	if err != nil {
-		return quota.Decision{}, err
-	}
-	return quota.Decide(snap, now), nil
+	d, _, err := quota.Peek(ctx, s.st, goalID, agentID, s.now())
+	return d, err
 }
 
 // TurnInstanceID names the turn a heartbeat fire opens: the same schedule and fire time

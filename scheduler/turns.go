@@ -50,7 +50,7 @@ func (s *Scheduler) start(ctx context.Context, job Job) {
 		_, err := s.st.EndTurn(endCtx, store.EndTurnParams{
 			GoalID: job.Turn.GoalID, AgentID: job.Turn.AgentID, InstanceID: job.Turn.InstanceID,
 			State: res.State, Outcome: res.Outcome, LogTail: res.LogTail,
-			Meta: store.Meta{Actor: "scheduler", Surface: "scheduler"},
+			Meta: store.Meta{Actor: store.ActorScheduler, Surface: "scheduler"},
 		})
 		switch {
 		case errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrRefused):

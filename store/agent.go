@@ -139,7 +139,7 @@ func (s *Store) RegisterAgent(ctx context.Context, p RegisterAgentParams) (Regis
 			a.Secrets = append(a.Secrets, SecretInfo{Name: name, Set: true, ChangedAt: now})
 		}
 		return RegisteredAgent{Agent: a, Token: token},
-			Audit{GoalID: a.GoalID, Target: "agent:" + a.GoalID + "/" + a.ID, Detail: auditDetail(map[string]any{
+			Audit{GoalID: a.GoalID, Target: AgentTarget(a.GoalID, a.ID), Detail: auditDetail(map[string]any{
 				"runner": a.Runner, "runner_config": a.RunnerConfig, "secrets_set": secretNames(secrets)})}, nil
 	})
 }
@@ -163,7 +163,7 @@ func (s *Store) RotateAgentToken(ctx context.Context, p AgentRef) (RegisteredAge
 		if err != nil {
 			return RegisteredAgent{}, Audit{}, fmt.Errorf("rotate token: %w", mapErr(err))
 		}
-		return RegisteredAgent{Agent: a, Token: token}, Audit{GoalID: a.GoalID, Target: "agent:" + a.GoalID + "/" + a.ID}, nil
+		return RegisteredAgent{Agent: a, Token: token}, Audit{GoalID: a.GoalID, Target: AgentTarget(a.GoalID, a.ID)}, nil
 	})
 }
 

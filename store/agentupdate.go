@@ -121,7 +121,7 @@ func (s *Store) UpdateAgent(ctx context.Context, p UpdateAgentParams) (Agent, er
 			return Agent{}, Audit{}, err
 		}
 		after.Secrets = now2[p.AgentID]
-		return after, Audit{GoalID: p.GoalID, Target: "agent:" + p.GoalID + "/" + p.AgentID,
+		return after, Audit{GoalID: p.GoalID, Target: AgentTarget(p.GoalID, p.AgentID),
 			Detail: auditDetail(map[string]any{"changes": diff})}, nil
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -115,7 +114,7 @@ func (s *Store) AddEvidence(ctx context.Context, p AddEvidenceParams) (Evidence,
 		if err != nil {
 			return Evidence{}, Audit{}, fmt.Errorf("insert evidence: %w", mapErr(err))
 		}
-		return e, Audit{GoalID: e.GoalID, Target: "evidence:" + strconv.FormatInt(e.ID, 10), Detail: auditDetail(map[string]any{
+		return e, Audit{GoalID: e.GoalID, Target: EvidenceTarget(e.ID), Detail: auditDetail(map[string]any{
 			"todo_id": e.TodoID, "turn_id": e.TurnID,
 		})}, nil
 	})

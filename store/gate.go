@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -121,8 +120,6 @@ func scanGate(row pgx.Row) (Gate, error) {
 	return g, err
 }
 
-func gateTarget(id int64) string { return "gate:" + strconv.FormatInt(id, 10) }
-
 func checkAskGate(p AskGateParams) error {
 	if err := checkID("goal_id", p.GoalID); err != nil {
 		return err
@@ -179,7 +176,7 @@ func (s *Store) AskGate(ctx context.Context, p AskGateParams) (Gate, error) {
 		if err := gateNotice(ctx, tx, p.Notice, g); err != nil {
 			return Gate{}, Audit{}, err
 		}
-		return g, Audit{GoalID: g.GoalID, Target: gateTarget(g.ID), Detail: auditDetail(map[string]any{
+		return g, Audit{GoalID: g.GoalID, Target: GateTarget(g.ID), Detail: auditDetail(map[string]any{
 			"todo_id": g.TodoID, "kind": g.Kind, "agent_id": g.AgentID,
 		})}, nil
 	})
@@ -332,12 +329,12 @@ func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error
 		if !role.AtLeast(RoleOwner) {
 			return Gate{}, Audit{}, refuse(ErrRefused, "answered_by",
 				fmt.Sprintf("%s is not an owner of goal %q; only its owners may answer gates", p.AnsweredBy, goal.ID),
-				goal.ID, gateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy, "answer": p.Answer})
+				goal.ID, GateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy, "answer": p.Answer})
 		}
 		if g.Status != GateOpen {
 			return Gate{}, Audit{}, refuse(ErrRefused, "gate_id",
 				fmt.Sprintf("gate %d is already %s by %s", g.ID, g.Status, orWhom(g.AnsweredBy)),
-				goal.ID, gateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy})
+				goal.ID, GateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy})
 		}
 		if p.CardVersion != 0 && p.CardVersion != g.CardVersion {
 			return Gate{}, Audit{}, Errorf(ErrConflict, "card_version",
@@ -371,7 +368,7 @@ func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error
 		if err := gateNotice(ctx, tx, p.Notice, out); err != nil {
 			return Gate{}, Audit{}, err
 		}
-		return out, Audit{GoalID: goal.ID, Target: gateTarget(g.ID), Detail: auditDetail(map[string]any{
+		return out, Audit{GoalID: goal.ID, Target: GateTarget(g.ID), Detail: auditDetail(map[string]any{
 			"answer": p.Answer, "status": status, "answered_by": p.AnsweredBy,
 		})}, nil
 	})
@@ -423,7 +420,7 @@ func (s *Store) CancelGate(ctx context.Context, p CancelGateParams) (Gate, error
 		if g.AgentID != p.AgentID || g.Kind != GateKindQuestion {
 			return Gate{}, Audit{}, refuse(ErrRefused, "agent_id",
 				fmt.Sprintf("gate %d was not asked by agent %q; only the asking agent may cancel it", g.ID, p.AgentID),
-				g.GoalID, gateTarget(g.ID), map[string]any{"agent_id": p.AgentID})
+				g.GoalID, GateTarget(g.ID), map[string]any{"agent_id": p.AgentID})
 		}
 		if g.Status != GateOpen {
 			return Gate{}, Audit{}, Errorf(ErrRefused, "gate_id", "gate %d is already %s", g.ID, g.Status)
@@ -440,7 +437,7 @@ func (s *Store) CancelGate(ctx context.Context, p CancelGateParams) (Gate, error
 		if err := gateNotice(ctx, tx, p.Notice, out); err != nil {
 			return Gate{}, Audit{}, err
 		}
-		return out, Audit{GoalID: g.GoalID, Target: gateTarget(g.ID)}, nil
+		return out, Audit{GoalID: g.GoalID, Target: GateTarget(g.ID)}, nil
 	})
 }
 

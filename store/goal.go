@@ -172,7 +172,7 @@ func (s *Store) CreateGoal(ctx context.Context, p CreateGoalParams) (Goal, error
 		if err != nil {
 			return Goal{}, Audit{}, fmt.Errorf("insert goal: %w", mapErr(err))
 		}
-		return out, Audit{GoalID: out.ID, Target: "goal:" + out.ID}, nil
+		return out, Audit{GoalID: out.ID, Target: GoalTarget(out.ID)}, nil
 	})
 }
 
@@ -278,7 +278,7 @@ func (s *Store) UpdateGoal(ctx context.Context, p UpdateGoalParams) (Goal, error
 		if err != nil {
 			return Goal{}, Audit{}, err
 		}
-		return out, Audit{GoalID: g.ID, Target: "goal:" + g.ID, Detail: auditDetail(map[string]any{
+		return out, Audit{GoalID: g.ID, Target: GoalTarget(g.ID), Detail: auditDetail(map[string]any{
 			"version": out.Version, "changes": changes(before, out, "version", "updated_at", "created_at")})}, nil
 	})
 }
@@ -354,7 +354,7 @@ func (s *Store) setGoalStatus(ctx context.Context, op string, p GoalRef, status 
 		if err != nil {
 			return Goal{}, Audit{}, err
 		}
-		return g, Audit{GoalID: g.ID, Target: "goal:" + g.ID, Detail: auditDetail(map[string]any{
+		return g, Audit{GoalID: g.ID, Target: GoalTarget(g.ID), Detail: auditDetail(map[string]any{
 			"status": g.Status, "changes": changes(before, g, "version", "updated_at", "created_at")})}, nil
 	})
 }

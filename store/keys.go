@@ -110,3 +110,42 @@ func ProposalUpdateKey(proposalID int64, state string, cardOutboxID int64) strin
 
 // SignInLinkKey is the outbox key of the sign-in link sent for one chat event.
 func SignInLinkKey(eventID string) string { return "evt:" + eventID + ":signin" }
+
+// Audit targets and actors: what an audit row names (Audit.Target) and who acted (Meta.Actor),
+// one spelling each. A target is "<kind>:<id>"; "turn:<n>" always names a turn row's id, and a
+// turn instance id a caller chose (for a turn that may not exist) is "turn-instance:<id>".
+const (
+	ActorAdmin     = "admin"     // the admin token
+	ActorSystem    = "system"    // LoopX itself (sweeps, the demo seed)
+	ActorScheduler = "scheduler" // a heartbeat or report fire
+)
+
+// AgentActor is how an agent acting with its token is named in the audit.
+func AgentActor(goalID, agentID string) string { return "agent:" + goalID + "/" + agentID }
+
+// AgentTarget names an agent as an audit target (spelled as the actor).
+func AgentTarget(goalID, agentID string) string { return AgentActor(goalID, agentID) }
+
+// GoalTarget names a goal as an audit target.
+func GoalTarget(goalID string) string { return "goal:" + goalID }
+
+// TodoTarget names a todo as an audit target.
+func TodoTarget(id int64) string { return "todo:" + strconv.FormatInt(id, 10) }
+
+// GateTarget names a gate as an audit target.
+func GateTarget(id int64) string { return "gate:" + strconv.FormatInt(id, 10) }
+
+// TurnTarget names a turn row as an audit target.
+func TurnTarget(id int64) string { return "turn:" + strconv.FormatInt(id, 10) }
+
+// TurnInstanceTarget names a turn by the instance id its caller chose, when no row may exist.
+func TurnInstanceTarget(instance string) string { return "turn-instance:" + instance }
+
+// EvidenceTarget names an evidence row as an audit target.
+func EvidenceTarget(id int64) string { return "evidence:" + strconv.FormatInt(id, 10) }
+
+// InboxTarget names an inbox item as an audit target.
+func InboxTarget(id int64) string { return "inbox:" + strconv.FormatInt(id, 10) }
+
+// ProposalTarget names a change proposal as an audit target.
+func ProposalTarget(id int64) string { return "proposal:" + strconv.FormatInt(id, 10) }

@@ -154,13 +154,13 @@ func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt,
 		if err != nil {
 			return SpendReceipt{}, Audit{}, err
 		}
-		audit := Audit{GoalID: p.GoalID, Target: turnTarget(t)}
+		audit := Audit{GoalID: p.GoalID, Target: TurnTarget(t.ID)}
 		prev, err := scanLedger(tx.QueryRow(ctx, `SELECT `+ledgerCols+` FROM quota_ledger WHERE turn_id = $1 AND kind = 'slot_spent'`, t.ID))
 		switch {
 		case err == nil:
 			if p.TodoID != 0 && prev.TodoID != p.TodoID {
 				return SpendReceipt{}, Audit{}, refuse(ErrRefused, "todo_id",
-					fmt.Sprintf("turn %s is already settled for todo %d", t.InstanceID, prev.TodoID), p.GoalID, turnTarget(t), nil)
+					fmt.Sprintf("turn %s is already settled for todo %d", t.InstanceID, prev.TodoID), p.GoalID, TurnTarget(t.ID), nil)
 			}
 			// A retry answers the original receipt, so spent_slots is the count the spend
 			// recorded, not one recomputed at a clock that may read earlier than the spend.
@@ -175,13 +175,13 @@ func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt,
 		}
 		if t.State == TurnFailed || t.State == TurnAbandoned {
 			return SpendReceipt{}, Audit{}, refuse(ErrRefused, "turn_instance_id",
-				fmt.Sprintf("turn %s ended %s; only a turn that completed is spent", t.InstanceID, t.State), p.GoalID, turnTarget(t), nil)
+				fmt.Sprintf("turn %s ended %s; only a turn that completed is spent", t.InstanceID, t.State), p.GoalID, TurnTarget(t.ID), nil)
 		}
 		todoID := p.TodoID
 		if t.TodoID != 0 && todoID != 0 && t.TodoID != todoID {
 			return SpendReceipt{}, Audit{}, refuse(ErrRefused, "todo_id",
 				fmt.Sprintf("turn %s was opened for todo %d, not %d; spend for the todo it worked on", t.InstanceID, t.TodoID, todoID),
-				p.GoalID, turnTarget(t), nil)
+				p.GoalID, TurnTarget(t.ID), nil)
 		}
 		if todoID == 0 {
 			todoID = t.TodoID
@@ -219,14 +219,14 @@ func unknownTurnRefusal(ctx context.Context, tx DB, p SpendSlotParams) error {
 	if err == nil {
 		return refuse(ErrRefused, "turn_instance_id",
 			fmt.Sprintf("turn %s was skipped by should-run (state %s); a skip never spends", p.TurnInstanceID, state),
-			p.GoalID, "turn:"+p.TurnInstanceID, nil)
+			p.GoalID, TurnInstanceTarget(p.TurnInstanceID), nil)
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("read heartbeat receipt: %w", mapErr(err))
 	}
 	return refuse(ErrRefused, "turn_instance_id",
 		fmt.Sprintf("no turn %s of agent %s on goal %s; spend only for a turn that should-run began", p.TurnInstanceID, p.AgentID, p.GoalID),
-		p.GoalID, "turn:"+p.TurnInstanceID, nil)
+		p.GoalID, TurnInstanceTarget(p.TurnInstanceID), nil)
 }
 
 // RefreshState appends a quota-neutral state_refreshed row holding the next action, which the
@@ -262,7 +262,7 @@ func (s *Store) RefreshState(ctx context.Context, p RefreshStateParams) (LedgerE
 		if err != nil {
 			return LedgerEntry{}, Audit{}, err
 		}
-		return e, Audit{GoalID: p.GoalID, Target: "agent:" + p.GoalID + "/" + p.AgentID}, nil
+		return e, Audit{GoalID: p.GoalID, Target: AgentTarget(p.GoalID, p.AgentID)}, nil
 	})
 }
 

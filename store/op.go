@@ -15,7 +15,7 @@ import (
 // Meta says who performs an operation, from which surface, and under which idempotency key.
 // Every mutating operation takes one; it becomes the audit row (and the receipt key).
 type Meta struct {
-	// Actor is an open_id, "agent:<goal>/<agent>", "admin" or "system".
+	// Actor is an open_id, AgentActor(goal, agent), ActorAdmin, ActorSystem or ActorScheduler.
 	Actor string
 	// Surface is one of "api", "chat", "card", "scheduler", "system", "web".
 	Surface string
@@ -213,18 +213,19 @@ func requestTarget(req any) (goalID, target string) {
 		}
 		return ""
 	}
+	id := func(k string) int64 { n, _ := strconv.ParseInt(str(k), 10, 64); return n }
 	goalID = str("GoalID")
 	switch {
 	case str("TodoID") != "":
-		target = "todo:" + str("TodoID")
+		target = TodoTarget(id("TodoID"))
 	case str("GateID") != "":
-		target = "gate:" + str("GateID")
+		target = GateTarget(id("GateID"))
 	case str("ItemID") != "":
-		target = "inbox:" + str("ItemID")
+		target = InboxTarget(id("ItemID"))
 	case str("AgentID") != "" && goalID != "":
-		target = "agent:" + goalID + "/" + str("AgentID")
+		target = AgentTarget(goalID, str("AgentID"))
 	case goalID != "":
-		target = "goal:" + goalID
+		target = GoalTarget(goalID)
 	}
 	return goalID, target
 }

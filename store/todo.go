@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,8 +92,6 @@ func scanTodo(row pgx.Row) (Todo, error) {
 	return t, err
 }
 
-func todoTarget(t Todo) string { return "todo:" + strconv.FormatInt(t.ID, 10) }
-
 // AddTodo adds an open todo. ClaimFor claims it at once for a registered agent.
 func (s *Store) AddTodo(ctx context.Context, p AddTodoParams) (Todo, error) {
 	if err := checkID("goal_id", p.GoalID); err != nil {
@@ -138,7 +135,7 @@ func (s *Store) AddTodo(ctx context.Context, p AddTodoParams) (Todo, error) {
 		if err != nil {
 			return Todo{}, Audit{}, fmt.Errorf("insert todo: %w", mapErr(err))
 		}
-		return t, Audit{GoalID: t.GoalID, Target: todoTarget(t), Detail: auditDetail(map[string]any{"priority": t.Priority})}, nil
+		return t, Audit{GoalID: t.GoalID, Target: TodoTarget(t.ID), Detail: auditDetail(map[string]any{"priority": t.Priority})}, nil
 	})
 }
 
@@ -231,7 +228,7 @@ func (s *Store) ClaimTodo(ctx context.Context, p ClaimTodoParams) (Todo, error) 
 		if err != nil {
 			return Todo{}, Audit{}, fmt.Errorf("claim todo: %w", mapErr(err))
 		}
-		return out, Audit{GoalID: t.GoalID, Target: todoTarget(t), Detail: auditDetail(map[string]any{
+		return out, Audit{GoalID: t.GoalID, Target: TodoTarget(t.ID), Detail: auditDetail(map[string]any{
 			"agent_id": p.AgentID, "previous": prev, "transfer": held,
 		})}, nil
 	})
@@ -329,7 +326,7 @@ func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error
 				return Todo{}, Audit{}, err
 			}
 		}
-		return out, Audit{GoalID: t.GoalID, Target: todoTarget(t), Detail: auditDetail(map[string]any{
+		return out, Audit{GoalID: t.GoalID, Target: TodoTarget(t.ID), Detail: auditDetail(map[string]any{
 			"status": out.Status, "version": out.Version, "agent_id": p.AgentID,
 			"changes": changes(before, out, "version", "updated_at", "created_at"),
 		})}, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -84,7 +83,7 @@ func scanTurn(row pgx.Row) (Turn, error) {
 	return t, err
 }
 
-func turnTarget(t Turn) string { return "turn:" + strconv.FormatInt(t.ID, 10) }
+func turnTarget(t Turn) string { return TurnTarget(t.ID) }
 
 func checkOpenTurn(p OpenTurnParams) error {
 	if err := checkID("goal_id", p.GoalID); err != nil {
@@ -120,7 +119,7 @@ func (s *Store) OpenTurn(ctx context.Context, p OpenTurnParams) (Turn, error) {
 		if err != nil {
 			return Turn{}, Audit{}, err
 		}
-		return t, Audit{GoalID: t.GoalID, Target: turnTarget(t), Detail: auditDetail(map[string]any{
+		return t, Audit{GoalID: t.GoalID, Target: TurnTarget(t.ID), Detail: auditDetail(map[string]any{
 			"agent_id": t.AgentID, "turn_instance_id": t.InstanceID, "todo_id": t.TodoID,
 		})}, nil
 	})
@@ -212,7 +211,7 @@ func (s *Store) EndTurn(ctx context.Context, p EndTurnParams) (Turn, error) {
 		if err != nil {
 			return Turn{}, Audit{}, err
 		}
-		return out, Audit{GoalID: out.GoalID, Target: turnTarget(out), Detail: auditDetail(map[string]any{
+		return out, Audit{GoalID: out.GoalID, Target: TurnTarget(out.ID), Detail: auditDetail(map[string]any{
 			"state": out.State, "outcome": out.Outcome,
 		})}, nil
 	})
@@ -288,8 +287,8 @@ func (s *Store) ExpireTurns(ctx context.Context) ([]Turn, error) {
 			return fmt.Errorf("expire turns: %w", mapErr(err))
 		}
 		for _, t := range out {
-			if err := InsertAudit(ctx, tx, Audit{At: now, Actor: "system", Surface: "system", Action: "turn.expire",
-				GoalID: t.GoalID, Target: turnTarget(t), Allowed: true,
+			if err := InsertAudit(ctx, tx, Audit{At: now, Actor: ActorSystem, Surface: "system", Action: "turn.expire",
+				GoalID: t.GoalID, Target: TurnTarget(t.ID), Allowed: true,
 				Detail: auditDetail(map[string]any{"agent_id": t.AgentID, "turn_instance_id": t.InstanceID})}); err != nil {
 				return err
 			}
@@ -336,7 +335,7 @@ func (s *Store) RenewTurn(ctx context.Context, p RenewTurnParams) (Turn, error) 
 		if err != nil {
 			return Turn{}, Audit{}, fmt.Errorf("renew turn: %w", mapErr(err))
 		}
-		return out, Audit{GoalID: out.GoalID, Target: turnTarget(out), Detail: auditDetail(map[string]any{"lease_expires_at": out.LeaseExpiresAt})}, nil
+		return out, Audit{GoalID: out.GoalID, Target: TurnTarget(out.ID), Detail: auditDetail(map[string]any{"lease_expires_at": out.LeaseExpiresAt})}, nil
 	})
 }
 

@@ -152,7 +152,7 @@ func (ss *session) person(admins map[string]bool) store.Person {
 // actor is the session's name in audit rows.
 func (ss *session) actor() string {
 	if ss.OpenID == "" {
-		return "admin"
+		return store.ActorAdmin
 	}
 	return ss.OpenID
 }

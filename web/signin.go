@@ -84,7 +84,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, ws store.W
 	}
 	actor := ws.OpenID
 	if actor == "" {
-		actor = "admin"
+		actor = store.ActorAdmin
 	}
 	if err := store.InsertAudit(r.Context(), s.st.DB(), store.Audit{Actor: actor, Surface: "web", Action: "web.signin", Allowed: true}); err != nil {
 		s.log.ErrorContext(r.Context(), "audit sign-in", "err", err)
