@@ -35,7 +35,7 @@ func (s *Set) Templates() *templates.Set { return s.tpl }
 // Report renders a report digest of facts in lang: times in loc, the next heartbeat (zero:
 // none scheduled), and the chart of turns and slots per day.
 func (s *Set) Report(lang string, f store.DigestFacts, loc *time.Location, nextHeartbeat time.Time) (templates.Rendered, error) {
-	r, err := s.tpl.Render(lang, "digest", ReportView(f, lang, loc, nextHeartbeat))
+	r, err := s.tpl.Render(lang, "digest", reportView(s.tpl, f, lang, loc, nextHeartbeat))
 	if err != nil {
 		return templates.Rendered{}, fmt.Errorf("render report: %w", err)
 	}

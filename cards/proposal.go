@@ -70,7 +70,7 @@ func (pc ProposalCards) View(lang string, p store.Proposal, now time.Time) (Prop
 	}
 	v.Open = v.State == store.ProposalReady
 	if v.State == store.ProposalExpired && v.Reason == "" {
-		v.Reason = "the proposal expired before it was confirmed"
+		v.Reason = pc.tpl.Word(lang, "proposal.expired")
 	}
 	if p.SuccessorID != 0 {
 		v.Fresh = ShortProposal(p.SuccessorID)
@@ -78,8 +78,8 @@ func (pc ProposalCards) View(lang string, p store.Proposal, now time.Time) (Prop
 	if p.DecidedAt != nil {
 		v.DecidedAt = p.DecidedAt.UTC().Format("2006-01-02 15:04 UTC")
 	}
-	v.Who = WhoMay(lang, p.Need)
-	v.What = whatOf(lang, p)
+	v.Who = pc.WhoMay(lang, p.Need)
+	v.What = pc.what(lang, p)
 	for _, d := range p.Diff {
 		v.Diff = append(v.Diff, DiffRow{Field: d.Field, Name: change.FieldName(pc.tpl, lang, d.Field), Before: d.Before, After: d.After})
 	}
@@ -87,36 +87,24 @@ func (pc ProposalCards) View(lang string, p store.Proposal, now time.Time) (Prop
 }
 
 // WhoMay names, in lang, who may confirm a proposal that needs role need.
-func WhoMay(lang string, need store.Role) string {
-	switch {
-	case need == store.RoleAdmin && lang == "zh":
-		return "管理员"
-	case need == store.RoleAdmin:
-		return "admins"
-	case lang == "zh":
-		return "负责人"
+func (pc ProposalCards) WhoMay(lang string, need store.Role) string {
+	if need == store.RoleAdmin {
+		return pc.tpl.Word(lang, "who_may.admin")
 	}
-	return "owners"
+	return pc.tpl.Word(lang, "who_may.owner")
 }
 
-func whatOf(lang string, p store.Proposal) string {
-	zh := lang == "zh"
+// what says in lang what proposal p changes.
+func (pc ProposalCards) what(lang string, p store.Proposal) string {
 	switch p.Kind {
 	case store.ProposalGoalPause:
-		return pick(zh, "Pause the goal", "暂停目标")
+		return pc.tpl.Word(lang, "proposal.goal_pause")
 	case store.ProposalGoalResume:
-		return pick(zh, "Resume the goal", "恢复目标")
+		return pc.tpl.Word(lang, "proposal.goal_resume")
 	case store.ProposalAgentSet:
-		return pick(zh, "Change agent "+p.AgentID, "修改智能体 "+p.AgentID)
+		return pc.tpl.Word(lang, "proposal.agent_set", p.AgentID)
 	}
-	return pick(zh, "Change the goal's settings", "修改目标设置")
-}
-
-func pick(zh bool, en, cn string) string {
-	if zh {
-		return cn
-	}
-	return en
+	return pc.tpl.Word(lang, "proposal.goal_set")
 }
 
 // Card renders p's card in lang as of now.

@@ -64,7 +64,7 @@ func BenchmarkShouldRun(b *testing.B) {
 		require.NoError(b, err, q)
 	}
 	st := store.New(pool, store.Options{})
-	svc := quota.NewService(st, quota.Options{})
+	svc := quota.NewService(st, testTemplates(b), quota.Options{})
 	var decisions, selects []time.Duration
 	i := 0
 	for b.Loop() {

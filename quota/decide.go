@@ -117,7 +117,7 @@ func Decide(in Input, now time.Time) Decision {
 	case stalled(in):
 		d.State, d.EffectiveAction = StateStalled, ActionStallGate
 		d.Reason = "no_progress"
-		d.Message = StallQuestion(in.Goal.StallTurns, in.Goal.Lang)
+		d.Message = fmt.Sprintf("no progress in %d turns: the owners are asked whether to continue or pause", in.Goal.StallTurns)
 		d.SelectedTodo = selected(top)
 		return withHint(d, in, hintGate, now)
 	default:
@@ -154,14 +154,6 @@ func stalled(in Input) bool {
 		}
 	}
 	return true
-}
-
-// StallQuestion is the stall gate's question in the goal's language.
-func StallQuestion(n int, lang string) string {
-	if lang == "zh" {
-		return fmt.Sprintf("连续 %d 轮没有进展：继续还是暂停？", n)
-	}
-	return fmt.Sprintf("no progress in %d turns: continue or pause?", n)
 }
 
 func joinIDs(ids []int64) string {

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"loopx/store"
+	"loopx/templates"
 )
 
 // Service answers should-run against the store and records each answer.
 type Service struct {
 	st         *store.Store
+	tpl        *templates.Set
 	now        func() time.Time
 	gateNotice store.NoticeFunc
 }
@@ -26,13 +28,14 @@ type Options struct {
 	GateNotice store.NoticeFunc
 }
 
-// NewService returns a Service over st.
-func NewService(st *store.Store, opts Options) *Service {
+// NewService returns a Service over st; tpl words the stall gate's question (the process's
+// one template set).
+func NewService(st *store.Store, tpl *templates.Set, opts Options) *Service {
 	now := opts.Now
 	if now == nil {
 		now = st.Now
 	}
-	return &Service{st: st, now: now, gateNotice: opts.GateNotice}
+	return &Service{st: st, tpl: tpl, now: now, gateNotice: opts.GateNotice}
 }
 
 // ModeStatus is the mode of a read-only answer (Peek): nothing was recorded.
@@ -186,7 +189,7 @@ func checkParams(p ShouldRunParams) error {
 // with it and write nothing more.
 func (s *Service) openStallGate(ctx context.Context, tx store.DB, snap Input, d Decision, actor, surface string, now time.Time) (Decision, error) {
 	g, opened, err := store.OpenStallGate(ctx, tx, store.StallGateParams{
-		GoalID: snap.Goal.ID, AgentID: snap.Agent.ID, Question: StallQuestion(snap.Goal.StallTurns, snap.Goal.Lang),
+		GoalID: snap.Goal.ID, AgentID: snap.Agent.ID, Question: s.tpl.Word(snap.Goal.Lang, "stall_question", snap.Goal.StallTurns),
 		Notice: s.gateNotice,
 	}, now)
 	if err != nil {

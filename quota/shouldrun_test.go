@@ -14,6 +14,7 @@ import (
 	"loopx/quota"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 const owner = "ou_owner1"
@@ -36,7 +37,7 @@ func setup(t *testing.T, notice store.NoticeFunc) testBundle {
 	require.NoError(t, err)
 	_, err = st.RegisterAgent(t.Context(), store.RegisterAgentParams{GoalID: "g", AgentID: "a", Meta: admin})
 	require.NoError(t, err)
-	return testBundle{st: st, svc: quota.NewService(st, quota.Options{GateNotice: notice}), clk: clk}
+	return testBundle{st: st, svc: quota.NewService(st, testTemplates(t), quota.Options{GateNotice: notice}), clk: clk}
 }
 
 func (e testBundle) ask(t *testing.T, p quota.ShouldRunParams) quota.Decision {
@@ -402,7 +403,7 @@ func TestConcurrentStallOpensOneGateOnOneConnectionEach(t *testing.T) {
 	_, err = st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "x", Meta: admin})
 	require.NoError(t, err)
 	var notices atomic.Int32
-	svc := quota.NewService(st, quota.Options{GateNotice: func(ctx context.Context, db store.DB, g store.Gate) ([]store.OutboxInsert, error) {
+	svc := quota.NewService(st, testTemplates(t), quota.Options{GateNotice: func(ctx context.Context, db store.DB, g store.Gate) ([]store.OutboxInsert, error) {
 		notices.Add(1)
 		goal, err := store.GetGoal(ctx, db, g.GoalID) // through the should-run's own connection
 		if err != nil {
@@ -440,4 +441,12 @@ func TestConcurrentStallOpensOneGateOnOneConnectionEach(t *testing.T) {
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM gate WHERE kind = 'stall' AND status = 'open'`))
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM outbox WHERE gate_id = $1`, gates[0][0]))
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM audit WHERE action = 'gate.stall'`))
+}
+
+// testTemplates is the embedded template set, as serve builds it once.
+func testTemplates(t testing.TB) *templates.Set {
+	t.Helper()
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	return tpl
 }

@@ -66,7 +66,7 @@ func (h *handling) help(ctx context.Context) error {
 	}
 	var cmds []map[string]any
 	for _, c := range commandTable() {
-		cmds = append(cmds, map[string]any{"Usage": c.usage, "Summary": c.summary[lang]})
+		cmds = append(cmds, map[string]any{"Usage": c.usage, "Summary": h.c.tpl.Word(lang, "help."+c.name)})
 	}
 	return h.reply(ctx, "help", map[string]any{"Commands": cmds}, nil)
 }

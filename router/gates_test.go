@@ -36,7 +36,7 @@ func TestGateLifecycle(t *testing.T) {
 	require.Contains(t, card.Content, "publish the site", "the blocked work is shown")
 	require.NoError(t, e.st.MarkOutboxSent(ctx, card.ID, "om_card"))
 
-	svc := quota.NewService(e.st, quota.Options{Now: e.clk.Now})
+	svc := quota.NewService(e.st, e.tpl, quota.Options{Now: e.clk.Now})
 	d, err := svc.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "docs", AgentID: "codex"})
 	require.NoError(t, err)
 	require.Equal(t, quota.StateWaiting, d.State, "the gate blocks the only todo")
@@ -152,7 +152,7 @@ func TestShouldRunSeesTimedOutDeliveries(t *testing.T) {
 	e := setup(t, func(c *config) { c.Inbox.AckTimeout = 10 * time.Minute })
 	ctx := t.Context()
 	e.say(member, "#docs are you there?")
-	svc := quota.NewService(e.st, quota.Options{Now: e.clk.Now})
+	svc := quota.NewService(e.st, e.tpl, quota.Options{Now: e.clk.Now})
 	d, err := svc.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "docs", AgentID: "codex"})
 	require.NoError(t, err)
 	require.Equal(t, 1, d.Inbox.Pending)

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"loopx/store"
+	"loopx/templates"
 )
 
 // Address is an explicit address token: #goal, #goal/agent or #goal/agent/session.
@@ -88,40 +89,40 @@ const (
 	argsStall            // [#goal] <turns>|off
 )
 
-// command is one row of the table that routes commands and generates /help.
+// command is one row of the table that routes commands and generates /help (each command's
+// summary is the word help.<name> in templates' word lists).
 type command struct {
-	name    string
-	usage   string
-	summary map[string]string // by language
-	need    need
-	args    argKind
-	action  string // the audit action and, in refusals, what the sender tried to do
+	name   string
+	usage  string
+	need   need
+	args   argKind
+	action string // the audit action and, in refusals, what the sender tried to do
 }
 
 // commandTable is the single command table: Parse accepts exactly these names, the router
 // dispatches on them, and /help lists them in this order.
 func commandTable() []command {
 	return []command{
-		{"help", "/help", map[string]string{"en": "this list", "zh": "显示本列表"}, needAnyone, argsNone, "chat.help"},
-		{"goals", "/goals", map[string]string{"en": "the goals you own or are a member of", "zh": "列出你负责或参与的目标"}, needAnyone, argsNone, "chat.goals"},
-		{"status", "/status [#goal]", map[string]string{"en": "what a goal and its agents are doing", "zh": "查看目标及其智能体的状态"}, needMember, argsGoalOpt, "chat.status"},
-		{"gates", "/gates [#goal]", map[string]string{"en": "open owner gates", "zh": "列出待决事项"}, needMember, argsGoalOpt, "chat.gates"},
-		{"report", "/report [#goal]", map[string]string{"en": "send a progress report now", "zh": "立即发送进度报告"}, needMember, argsGoalOpt, "chat.report"},
-		{"runs", "/runs [#goal] [n]", map[string]string{"en": "the last n turns (default 10) and why turns were skipped", "zh": "最近 n 轮（默认 10）及跳过的原因"}, needMember, argsRuns, "chat.runs"},
-		{"bind", "/bind #goal[/agent]", map[string]string{"en": "route this chat (or thread) to a goal", "zh": "把本群（或话题）绑定到目标"}, needOwner, argsGoalReq, "chat.bind"},
-		{"unbind", "/unbind [#goal]", map[string]string{"en": "remove this chat's (or thread's) binding", "zh": "解除本群（或话题）的绑定"}, needOwner, argsGoalOpt, "chat.unbind"},
-		{"pause", "/pause #goal", map[string]string{"en": "stop running turns until /resume", "zh": "暂停目标，直到 /resume"}, needOwner, argsGoalOpt, "chat.pause"},
-		{"resume", "/resume #goal", map[string]string{"en": "run a paused goal again", "zh": "恢复已暂停的目标"}, needOwner, argsGoalOpt, "chat.resume"},
-		{"budget", "/budget #goal <slots> [<window-hours>]", map[string]string{"en": "turns allowed per window", "zh": "设置每个时间窗口允许的轮数"}, needOwner, argsBudget, "chat.budget"},
-		{"todo", "/todo #goal <text>", map[string]string{"en": "add a todo for the goal's agents", "zh": "为目标的智能体添加待办"}, needOwner, argsTodo, "chat.todo"},
-		{"approve", "/approve <gate> [comment]", map[string]string{"en": "approve an owner gate, e.g. /approve g12", "zh": "批准待决事项，例如 /approve g12"}, needOwner, argsGate, "chat.approve"},
-		{"reject", "/reject <gate> [comment]", map[string]string{"en": "reject an owner gate", "zh": "拒绝待决事项"}, needOwner, argsGate, "chat.reject"},
-		{"lang", "/lang en|zh", map[string]string{"en": "answer in English or Chinese in this chat", "zh": "设置本群的回复语言"}, needChat, argsLang, "chat.lang"},
-		{"schedule", "/schedule #goal heartbeat|report <cron>|off [zone]", map[string]string{"en": "change when heartbeats or reports run (preview first)", "zh": "修改心跳或报告的时间（先预览）"}, needOwner, argsSchedule, "chat.schedule"},
-		{"owners", "/owners #goal add|remove|set @person…", map[string]string{"en": "change who owns a goal (preview first)", "zh": "修改目标负责人（先预览）"}, needOwner, argsPeople, "chat.owners"},
-		{"members", "/members #goal add|remove|set @person…", map[string]string{"en": "change a goal's members (preview first)", "zh": "修改目标成员（先预览）"}, needOwner, argsPeople, "chat.members"},
-		{"stall", "/stall #goal <turns>|off", map[string]string{"en": "turns without progress before the owners are asked (preview first)", "zh": "连续多少轮无进展时询问负责人（先预览）"}, needOwner, argsStall, "chat.stall"},
-		{"web", "/web", map[string]string{"en": "a sign-in link to the web workspace (direct chat)", "zh": "获取网页工作台的登录链接（私聊）"}, needAnyone, argsNone, "chat.web"},
+		{"help", "/help", needAnyone, argsNone, "chat.help"},
+		{"goals", "/goals", needAnyone, argsNone, "chat.goals"},
+		{"status", "/status [#goal]", needMember, argsGoalOpt, "chat.status"},
+		{"gates", "/gates [#goal]", needMember, argsGoalOpt, "chat.gates"},
+		{"report", "/report [#goal]", needMember, argsGoalOpt, "chat.report"},
+		{"runs", "/runs [#goal] [n]", needMember, argsRuns, "chat.runs"},
+		{"bind", "/bind #goal[/agent]", needOwner, argsGoalReq, "chat.bind"},
+		{"unbind", "/unbind [#goal]", needOwner, argsGoalOpt, "chat.unbind"},
+		{"pause", "/pause #goal", needOwner, argsGoalOpt, "chat.pause"},
+		{"resume", "/resume #goal", needOwner, argsGoalOpt, "chat.resume"},
+		{"budget", "/budget #goal <slots> [<window-hours>]", needOwner, argsBudget, "chat.budget"},
+		{"todo", "/todo #goal <text>", needOwner, argsTodo, "chat.todo"},
+		{"approve", "/approve <gate> [comment]", needOwner, argsGate, "chat.approve"},
+		{"reject", "/reject <gate> [comment]", needOwner, argsGate, "chat.reject"},
+		{"lang", "/lang en|zh", needChat, argsLang, "chat.lang"},
+		{"schedule", "/schedule #goal heartbeat|report <cron>|off [zone]", needOwner, argsSchedule, "chat.schedule"},
+		{"owners", "/owners #goal add|remove|set @person…", needOwner, argsPeople, "chat.owners"},
+		{"members", "/members #goal add|remove|set @person…", needOwner, argsPeople, "chat.members"},
+		{"stall", "/stall #goal <turns>|off", needOwner, argsStall, "chat.stall"},
+		{"web", "/web", needAnyone, argsNone, "chat.web"},
 	}
 }
 
@@ -348,8 +349,8 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 		p.Stall = n
 	case argsLang:
 		l := strings.ToLower(strings.TrimSpace(rest))
-		if l != "en" && l != "zh" {
-			return bad("language must be en or zh, got %q", clip(rest, 20))
+		if !templates.IsLang(l) {
+			return bad("language must be %s, got %q", strings.Join(templates.Languages(), " or "), clip(rest, 20))
 		}
 		p.Lang = l
 	}

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"loopx/templates"
 )
 
 func TestParse(t *testing.T) {
@@ -78,14 +80,17 @@ func TestParseErrors(t *testing.T) {
 
 func TestHelpListsEveryCommand(t *testing.T) {
 	t.Parallel()
+	tpl, err := templates.New()
+	require.NoError(t, err)
 	for _, c := range commandTable() {
 		p, err := Parse(c.usage[:strings.IndexAny(c.usage+" ", " ")])
 		if c.args == argsNone || c.args == argsGoalOpt {
 			require.NoError(t, err, c.usage)
 			require.Equal(t, c.name, p.Command)
 		}
-		require.NotEmpty(t, c.summary["en"], c.name)
-		require.NotEmpty(t, c.summary["zh"], c.name)
+		for _, lang := range templates.Languages() {
+			require.NotEqual(t, "help."+c.name, tpl.Word(lang, "help."+c.name), "no %s summary of /%s in the word list", lang, c.name)
+		}
 	}
 }
 

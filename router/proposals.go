@@ -75,7 +75,7 @@ func (c *Chat) clickProposal(ctx context.Context, tx *store.Tx, a CardAction, cl
 		res, err = k.Cancel(ctx, who, meta, p.ID)
 	}
 	if errors.Is(err, store.ErrRefused) {
-		return c.proposalToast(lang, "error", "not_allowed", cards.WhoMay(lang, p.Need), "")
+		return c.proposalToast(lang, "error", "not_allowed", c.cards.Proposals.WhoMay(lang, p.Need), "")
 	}
 	if err != nil {
 		var se *store.Error

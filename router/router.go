@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,12 +103,9 @@ func New(st *store.Store, opts Options) (*Chat, error) {
 	if opts.BotOpenID == "" {
 		return nil, store.Errorf(store.ErrInvalid, "bot_open_id", "is empty; the router needs the bot's open_id to tell mentions of it in groups")
 	}
-	switch opts.DefaultLang {
-	case "":
-		opts.DefaultLang = "en"
-	case "en", "zh":
-	default:
-		return nil, store.Errorf(store.ErrInvalid, "default_lang", "%q is not en or zh", opts.DefaultLang)
+	opts.DefaultLang = cmp.Or(opts.DefaultLang, templates.DefaultLang)
+	if !templates.IsLang(opts.DefaultLang) {
+		return nil, store.Errorf(store.ErrInvalid, "default_lang", "%q is not %s", opts.DefaultLang, strings.Join(templates.Languages(), " or "))
 	}
 	switch opts.Receipt {
 	case "":

@@ -198,7 +198,7 @@ func TestStatusSaysWhatIsTrue(t *testing.T) {
 	_, err = e.st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "docs", AgentID: "watch", WorkMode: "monitor_only", Meta: setupMeta})
 	require.NoError(t, err)
 	// The scheduler arms the heartbeats and the report: /status shows their next fires.
-	sched, err := scheduler.New(scheduler.Config{Store: e.st, Decider: quota.NewService(e.st, quota.Options{Now: e.clk.Now}),
+	sched, err := scheduler.New(scheduler.Config{Store: e.st, Decider: quota.NewService(e.st, e.tpl, quota.Options{Now: e.clk.Now}),
 		Now: e.clk.Now, MaxJitter: -1})
 	require.NoError(t, err)
 	_, err = sched.Step(ctx)
@@ -327,7 +327,7 @@ func TestRunsSummarisesTurnsAndSkips(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
 	agentMeta := store.Meta{Actor: "agent:docs/codex", Surface: "api"}
-	q := quota.NewService(e.st, quota.Options{Now: e.clk.Now})
+	q := quota.NewService(e.st, e.tpl, quota.Options{Now: e.clk.Now})
 	ask := func(agent string) quota.Decision {
 		d, err := q.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "docs", AgentID: agent, BeginTurn: true, Meta: agentMeta})
 		require.NoError(t, err)

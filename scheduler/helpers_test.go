@@ -15,6 +15,7 @@ import (
 	"loopx/scheduler"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 // idleDecider answers like should-run does for an agent with nothing to do (skip, idle), with
@@ -173,4 +174,12 @@ func contextWithCancel(t testing.TB) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	return ctx, cancel
+}
+
+// testTemplates is the embedded template set, as serve builds it once.
+func testTemplates(t testing.TB) *templates.Set {
+	t.Helper()
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	return tpl
 }

@@ -23,7 +23,7 @@ func TestPollHeartbeatIsDueNotRan(t *testing.T) {
 	ctx := t.Context()
 	c := storetest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	st := storetest.New(t, store.Options{Now: c.Now})
-	s, err := scheduler.New(scheduler.Config{Store: st, Decider: quota.NewService(st, quota.Options{Now: c.Now}),
+	s, err := scheduler.New(scheduler.Config{Store: st, Decider: quota.NewService(st, testTemplates(t), quota.Options{Now: c.Now}),
 		Now: c.Now, MaxJitter: -1})
 	require.NoError(t, err)
 	_, err = st.CreateGoal(ctx, store.CreateGoalParams{ID: "poll", Owners: []string{"ou_a"}, HeartbeatSpec: "*/5 * * * *", Meta: admin})

@@ -18,7 +18,7 @@ func TestRunWakesOnScheduleChange(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	st := storetest.New(t, store.Options{})
-	s, err := scheduler.New(scheduler.Config{Store: st, Decider: quota.NewService(st, quota.Options{}), Replica: "run"})
+	s, err := scheduler.New(scheduler.Config{Store: st, Decider: quota.NewService(st, testTemplates(t), quota.Options{}), Replica: "run"})
 	require.NoError(t, err)
 	runCtx, stop := contextWithCancel(t)
 	done := make(chan error, 1)
@@ -56,7 +56,7 @@ func TestPausedGoalHoldsHeartbeatUntilResume(t *testing.T) {
 	ctx := t.Context()
 	c := storetest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	st := storetest.New(t, store.Options{Now: c.Now})
-	s, err := scheduler.New(scheduler.Config{Store: st, Decider: quota.NewService(st, quota.Options{Now: c.Now}),
+	s, err := scheduler.New(scheduler.Config{Store: st, Decider: quota.NewService(st, testTemplates(t), quota.Options{Now: c.Now}),
 		Now: c.Now, MaxJitter: -1})
 	require.NoError(t, err)
 	_, err = st.CreateGoal(ctx, store.CreateGoalParams{ID: "hold", Owners: []string{"ou_a"}, HeartbeatSpec: "*/5 * * * *", Meta: admin})

@@ -17,6 +17,7 @@ import (
 	"loopx/inbox"
 	"loopx/scheduler"
 	"loopx/store"
+	"loopx/templates"
 )
 
 // DefaultListen is where `loopx serve` listens and the CLI connects when nothing is set.
@@ -212,9 +213,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if t := string(cfg.AdminToken); t != "" && len(t) < 16 {
 		bad("LOOPX_ADMIN_TOKEN", "is %d characters; use at least 16 (e.g. openssl rand -hex 32)", len(t))
 	}
-	cfg.Lang = cmp.Or(strings.ToLower(getenv("LOOPX_LANG")), "en")
-	if cfg.Lang != "en" && cfg.Lang != "zh" {
-		bad("LOOPX_LANG", "%q is not en or zh", cfg.Lang)
+	cfg.Lang = cmp.Or(strings.ToLower(getenv("LOOPX_LANG")), templates.DefaultLang)
+	if !templates.IsLang(cfg.Lang) {
+		bad("LOOPX_LANG", "%q is not %s", cfg.Lang, strings.Join(templates.Languages(), " or "))
 	}
 	cfg.Receipt = cmp.Or(strings.ToLower(getenv("LOOPX_RECEIPT")), "reaction")
 	if cfg.Receipt != "reaction" && cfg.Receipt != "reply" {

@@ -244,7 +244,7 @@ func newDeps(cfg Config, logger *slog.Logger, st *store.Store, registry *prometh
 		templates: tpl, inbox: ib, cards: cs, digests: digests, changes: changes,
 		// A stall gate opened by should-run is announced like any gate: a card in the goal's
 		// chats, rendered inside the should-run's transaction.
-		quota: quota.NewService(st, quota.Options{Now: now, GateNotice: cs.Gates.Ask}),
+		quota: quota.NewService(st, tpl, quota.Options{Now: now, GateNotice: cs.Gates.Ask}),
 	}, nil
 }
 

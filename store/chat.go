@@ -24,8 +24,8 @@ func GetChatLang(ctx context.Context, db DB, chatID string) (string, error) {
 
 // SetChatLang sets the language of a chat's replies and cards.
 func SetChatLang(ctx context.Context, db DB, chatID, lang, by string) error {
-	if lang != "en" && lang != "zh" {
-		return Errorf(ErrInvalid, "lang", "%q is not en or zh", lang)
+	if err := checkLang("lang", lang, false); err != nil {
+		return err
 	}
 	_, err := db.Exec(ctx, `
 		INSERT INTO chat_setting (chat_id, lang, updated_by) VALUES ($1, $2, $3)

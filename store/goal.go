@@ -117,7 +117,7 @@ func checkGoal(g Goal) error {
 		checkZone("heartbeat_tz", g.HeartbeatTZ),
 		checkCron("report_spec", g.ReportSpec),
 		checkZone("report_tz", g.ReportTZ),
-		checkOneOf("lang", g.Lang, "en", "zh"),
+		checkLang("lang", g.Lang, false),
 		checkRange("stall_turns", g.StallTurns, 0, 100),
 	}
 	for _, err := range checks {

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"loopx/templates"
+
 	"github.com/robfig/cron/v3"
 )
 
@@ -134,6 +136,15 @@ func checkRange(field string, v, lo, hi int) error {
 		return Errorf(ErrInvalid, field, "is %d; it must be between %d and %d", v, lo, hi)
 	}
 	return nil
+}
+
+// checkLang accepts a supported language (templates.Languages, the one list), or "" when
+// empty means "none chosen".
+func checkLang(field, v string, emptyOK bool) error {
+	if v == "" && emptyOK || templates.IsLang(v) {
+		return nil
+	}
+	return Errorf(ErrInvalid, field, "%q is not one of %s", clip(v), strings.Join(templates.Languages(), ", "))
 }
 
 func checkOneOf(field, v string, allowed ...string) error {

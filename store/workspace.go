@@ -91,7 +91,7 @@ func GetSession(ctx context.Context, db DB, id string, now time.Time) (WebSessio
 
 // SetSessionLang records the session's language choice (en, zh, or "" for none).
 func SetSessionLang(ctx context.Context, db DB, id, lang string) error {
-	if err := checkOneOf("lang", lang, "", "en", "zh"); err != nil {
+	if err := checkLang("lang", lang, true); err != nil {
 		return err
 	}
 	if _, err := db.Exec(ctx, `UPDATE web_session SET lang = $2 WHERE id_hash = $1`, hashSecret(id), lang); err != nil {

@@ -2,12 +2,9 @@ package templates
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 )
@@ -29,23 +26,12 @@ type Pages struct {
 // every word.
 func NewPages() (*Pages, error) {
 	p := &Pages{byLang: map[string]map[string]*template.Template{}, words: map[string]map[string]string{}}
-	var first []string
+	words, err := readWords(func(lang string) string { return "web/words." + lang + ".json" })
+	if err != nil {
+		return nil, err
+	}
+	p.words = words
 	for _, lang := range Languages() {
-		b, err := files.ReadFile("web/words." + lang + ".json")
-		if err != nil {
-			return nil, fmt.Errorf("read %s words: %w", lang, err)
-		}
-		var w map[string]string
-		if err := json.Unmarshal(b, &w); err != nil {
-			return nil, fmt.Errorf("parse %s words: %w", lang, err)
-		}
-		keys := slices.Sorted(maps.Keys(w))
-		if first == nil {
-			first = keys
-		} else if !slices.Equal(first, keys) {
-			return nil, fmt.Errorf("web words for %q differ from %q", lang, Languages()[0])
-		}
-		p.words[lang] = w
 		layout, err := files.ReadFile("web/layout.html")
 		if err != nil {
 			return nil, fmt.Errorf("read layout: %w", err)

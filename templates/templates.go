@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	"unicode/utf8"
 )
 
-//go:embed en/*.tmpl zh/*.tmpl web/*.html web/*.json
+//go:embed en/*.tmpl zh/*.tmpl en/words.json zh/words.json web/*.html web/*.json
 var files embed.FS
 
 // Languages lists the supported languages; the first, DefaultLang, is the fallback. This is
@@ -58,11 +59,19 @@ type Rendered struct {
 type Set struct {
 	byLang map[string]*template.Template
 	names  []string // "<name>.txt" / "<name>.card", sorted
+	// words are the short phrases Go code puts into messages and cards (<lang>/words.json):
+	// command summaries, reasons, labels. Every language has every key.
+	words map[string]map[string]string
 }
 
 // New parses the embedded templates and checks that every language has the same set.
 func New() (*Set, error) {
 	s := &Set{byLang: map[string]*template.Template{}}
+	words, err := readWords(func(lang string) string { return lang + "/words.json" })
+	if err != nil {
+		return nil, err
+	}
+	s.words = words
 	var first []string
 	for _, lang := range Languages() {
 		t := template.New(lang).Funcs(funcs()).Option("missingkey=error")
@@ -72,6 +81,9 @@ func New() (*Set, error) {
 		}
 		var names []string
 		for _, e := range entries {
+			if e.Name() == "words.json" {
+				continue // the word list, read by readWords
+			}
 			base, ok := strings.CutSuffix(e.Name(), ".tmpl")
 			if !ok || (!strings.HasSuffix(base, ".txt") && !strings.HasSuffix(base, ".card")) {
 				return nil, fmt.Errorf("template %s/%s: name must end in .txt.tmpl or .card.tmpl", lang, e.Name())
@@ -95,6 +107,45 @@ func New() (*Set, error) {
 	}
 	s.names = first
 	return s, nil
+}
+
+// Word is the phrase key in lang (<lang>/words.json), formatted with args. A key missing from
+// the word lists reads as itself, so a typo shows on screen instead of an empty space; tests
+// of each caller catch it.
+func (s *Set) Word(lang, key string, args ...any) string {
+	w, ok := s.words[Lang(lang)][key]
+	if !ok {
+		return key
+	}
+	if len(args) == 0 {
+		return w
+	}
+	return fmt.Sprintf(w, args...)
+}
+
+// readWords reads one word list per language from path(lang) and checks that every language
+// has the same keys.
+func readWords(path func(lang string) string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	var first []string
+	for _, lang := range Languages() {
+		b, err := files.ReadFile(path(lang))
+		if err != nil {
+			return nil, fmt.Errorf("read %s words: %w", lang, err)
+		}
+		var w map[string]string
+		if err := json.Unmarshal(b, &w); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", path(lang), err)
+		}
+		keys := slices.Sorted(maps.Keys(w))
+		if first == nil {
+			first = keys
+		} else if !slices.Equal(first, keys) {
+			return nil, fmt.Errorf("words of %s differ from those of %s", path(lang), path(DefaultLang))
+		}
+		out[lang] = w
+	}
+	return out, nil
 }
 
 // Names lists every template as "<name>.txt" or "<name>.card".

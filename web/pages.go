@@ -11,6 +11,7 @@ import (
 
 	"loopx/change"
 	"loopx/store"
+	"loopx/templates"
 )
 
 // homeLimit caps each list of the home page; its counts stay exact.
@@ -330,7 +331,7 @@ func (s *Server) answerGate(ctx context.Context, w http.ResponseWriter, r *http.
 // setLang keeps the person's language choice in the session.
 func (s *Server) setLang(ctx context.Context, w http.ResponseWriter, r *http.Request, ss *session) {
 	lang := r.PostFormValue("lang")
-	if lang != "en" && lang != "zh" {
+	if !templates.IsLang(lang) {
 		lang = ""
 	}
 	if err := store.SetSessionLang(ctx, s.st.DB(), ss.id, lang); err != nil {

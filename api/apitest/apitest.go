@@ -50,7 +50,7 @@ func New(t testing.TB, st *store.Store, opts Options) *Kit {
 	require.NoError(t, err)
 	q := opts.Quota
 	if q == nil {
-		q = quota.NewService(st, quota.Options{GateNotice: cs.Gates.Ask})
+		q = quota.NewService(st, tpl, quota.Options{GateNotice: cs.Gates.Ask})
 	}
 	logger := opts.Logger
 	if logger == nil {

@@ -14,6 +14,7 @@ import (
 	"loopx/quota"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 // cliServer runs the API in process, for CLI tests that need no serve process, and returns
@@ -38,7 +39,7 @@ func TestRunsCommand(t *testing.T) {
 	require.NoError(t, err)
 	_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "demo", AgentID: "codex", Meta: meta})
 	require.NoError(t, err)
-	q := quota.NewService(st, quota.Options{})
+	q := quota.NewService(st, testTemplates(t), quota.Options{})
 	d, err := q.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "demo", AgentID: "codex", TurnInstanceID: "t0", BeginTurn: true, Meta: meta})
 	require.NoError(t, err)
 	require.Equal(t, "skip", d.Decision, "nothing to do yet")
@@ -109,4 +110,12 @@ func TestListingAnUnknownGoalExits2(t *testing.T) {
 	code, out, stderr := runInProcess(t, vars, "todo", "list", "--goal-id", "demo", "--status", "done")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "no todos\n", out, "a goal with no such todos is an empty list")
+}
+
+// testTemplates is the embedded template set, as serve builds it once.
+func testTemplates(t testing.TB) *templates.Set {
+	t.Helper()
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	return tpl
 }

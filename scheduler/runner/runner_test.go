@@ -59,7 +59,7 @@ func setup(t *testing.T, kind string, settings any, stallTurns int) *testBundle 
 	require.NoError(t, err)
 	set, err := templates.New()
 	require.NoError(t, err)
-	qs := quota.NewService(st, quota.Options{Now: c.Now})
+	qs := quota.NewService(st, testTemplates(t), quota.Options{Now: c.Now})
 	base := runner.Base{URL: "http://127.0.0.1:7377", Goals: st, Tokens: st, Templates: set, Secrets: st}
 	sched, err := scheduler.New(scheduler.Config{
 		Store: st, Decider: qs, Now: c.Now, MaxJitter: -1, Replica: "t",
@@ -368,4 +368,12 @@ func TestWebhookRefusalFailsWithoutRetry(t *testing.T) {
 	require.Contains(t, turns[0].outcome, "webhook answered 401 (1 attempts)")
 	require.Contains(t, turns[0].tail, "signature rejected")
 	require.Equal(t, int32(1), calls.Load())
+}
+
+// testTemplates is the embedded template set, as serve builds it once.
+func testTemplates(t testing.TB) *templates.Set {
+	t.Helper()
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	return tpl
 }
