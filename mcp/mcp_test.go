@@ -337,8 +337,11 @@ func (tok bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestHandlerAuthenticatesAgents(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	srv := httptest.NewServer(mcp.Handler(mcp.HandlerOptions{API: b.api}))
+	h, err := mcp.Handler(mcp.HandlerOptions{API: b.api})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
 	dial := func(token string) (*sdk.ClientSession, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()

@@ -39,11 +39,15 @@ type Options struct {
 	AgentID string
 	// Unconnected says, when API is nil, why there is no connection and what to do.
 	Unconnected string
-	// Templates renders the turn prompt; nil means the embedded set.
-	Templates *templates.Set
+	// Shared is what sessions share (templates, tool schemas); nil: built for this server
+	// alone. A process serving many sessions builds one (NewShared) and passes it to each.
+	Shared *Shared
 	// Version is reported in the initialize answer.
 	Version string
 	Logger  *slog.Logger
+	// SessionID, when set, names the session this server will serve (Handler keeps its own
+	// count of sessions by it); nil: the SDK's random id.
+	SessionID func() string
 	// Now is the clock that tells whether the session's turn lease has passed; nil is
 	// time.Now.
 	Now func() time.Time
@@ -55,6 +59,7 @@ type server struct {
 	goal, agent string
 	unconnected string
 	tpl         *templates.Set
+	shared      *Shared
 	logger      *slog.Logger
 	now         func() time.Time
 	nonce       string // stands for the turn in idempotency keys outside a turn
@@ -72,17 +77,17 @@ func New(opts Options) (*sdk.Server, error) {
 	if opts.API != nil && (opts.GoalID == "" || opts.AgentID == "") {
 		return nil, errors.New("new mcp server: GoalID and AgentID are required with an API")
 	}
+	sh := opts.Shared
+	if sh == nil {
+		var err error
+		if sh, err = NewShared(nil); err != nil {
+			return nil, err
+		}
+	}
 	s := &server{api: opts.API, goal: opts.GoalID, agent: opts.AgentID, unconnected: opts.Unconnected,
-		tpl: opts.Templates, logger: opts.Logger, now: opts.Now, nonce: randomHex(8)}
+		tpl: sh.tpl, shared: sh, logger: opts.Logger, now: opts.Now, nonce: randomHex(8)}
 	if s.api == nil && s.unconnected == "" {
 		s.unconnected = "this project is not connected to LoopX. Ask the user to run `loopx connect` in the project's root folder, then restart this MCP server (reload the host)."
-	}
-	if s.tpl == nil {
-		tpl, err := templates.New()
-		if err != nil {
-			return nil, fmt.Errorf("new mcp server: %w", err)
-		}
-		s.tpl = tpl
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -91,7 +96,8 @@ func New(opts Options) (*sdk.Server, error) {
 		s.now = time.Now
 	}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "loopx", Title: "LoopX", Version: opts.Version},
-		&sdk.ServerOptions{Instructions: s.instructions(), Logger: s.logger})
+		&sdk.ServerOptions{Instructions: s.instructions(), Logger: s.logger, SchemaCache: sh.cache,
+			GetSessionID: opts.SessionID})
 	if err := s.addTools(srv); err != nil {
 		return nil, fmt.Errorf("new mcp server: %w", err)
 	}
@@ -175,16 +181,18 @@ func schemaFor[T any]() (*jsonschema.Schema, error) {
 	}})
 }
 
-// addTool registers a typed tool with its output schema (t.OutputSchema when set, else
-// Out's).
-func addTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) error {
-	if t.OutputSchema == nil {
-		out, err := schemaFor[Out]()
-		if err != nil {
-			return fmt.Errorf("output schema of %s: %w", t.Name, err)
-		}
-		t.OutputSchema = out
+// addTool registers a typed tool with its output schema: infer's when given, else Out's,
+// computed once per process (Shared) and reused by every session.
+func addTool[In, Out any](sh *Shared, srv *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out], infer ...func() (*jsonschema.Schema, error)) error {
+	f := schemaFor[Out]
+	if len(infer) > 0 {
+		f = infer[0]
 	}
+	out, err := sh.outputSchema(t.Name, f)
+	if err != nil {
+		return fmt.Errorf("output schema of %s: %w", t.Name, err)
+	}
+	t.OutputSchema = out
 	sdk.AddTool(srv, t, h)
 	return nil
 }

@@ -180,40 +180,36 @@ func (s *server) addTools(srv *sdk.Server) error {
 	write := func() *sdk.ToolAnnotations {
 		return &sdk.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(false)}
 	}
-	shouldRunSchema, err := mergedSchema[quota.Decision, ShouldRunExtra]()
-	if err != nil {
-		return fmt.Errorf("output schema of should_run: %w", err)
-	}
 	for _, err := range []error{
-		addTool(srv, &sdk.Tool{Name: "should_run", Annotations: write(), OutputSchema: shouldRunSchema,
-			Description: "Ask LoopX whether to work now; call it first in every turn. A run answer opens the turn and names the todo to work on; a skip answer says why and when to check again (scheduler_hint)."}, s.shouldRun),
-		addTool(srv, &sdk.Tool{Name: "todo_list", Annotations: readOnly,
+		addTool(s.shared, srv, &sdk.Tool{Name: "should_run", Annotations: write(),
+			Description: "Ask LoopX whether to work now; call it first in every turn. A run answer opens the turn and names the todo to work on; a skip answer says why and when to check again (scheduler_hint)."}, s.shouldRun, mergedSchema[quota.Decision, ShouldRunExtra]),
+		addTool(s.shared, srv, &sdk.Tool{Name: "todo_list", Annotations: readOnly,
 			Description: "List the goal's todos by priority (open and blocked by default)."}, s.todoList),
-		addTool(srv, &sdk.Tool{Name: "todo_add", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "todo_add", Annotations: write(),
 			Description: "Add a todo to the goal (a slice of work for an agent, or a task for a person with role=user)."}, s.todoAdd),
-		addTool(srv, &sdk.Tool{Name: "todo_claim", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "todo_claim", Annotations: write(),
 			Description: "Claim a todo for this agent before working on it; never takes another agent's claim unless transfer=true."}, s.todoClaim),
-		addTool(srv, &sdk.Tool{Name: "todo_update", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "todo_update", Annotations: write(),
 			Description: "Change a todo this agent holds: status, text, priority, or release the claim."}, s.todoUpdate),
-		addTool(srv, &sdk.Tool{Name: "todo_finish", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "todo_finish", Annotations: write(),
 			Description: "Mark a todo this agent holds as done, after its evidence is recorded."}, s.todoFinish),
-		addTool(srv, &sdk.Tool{Name: "evidence_add", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "evidence_add", Annotations: write(),
 			Description: "Record what this turn produced (a link, a command that checks it, a note); it counts as the turn's progress."}, s.evidenceAdd),
-		addTool(srv, &sdk.Tool{Name: "gate_ask", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "gate_ask", Annotations: write(),
 			Description: "Ask the goal's owners for a decision (posted as a card in their chat); the todo waits until an owner answers."}, s.gateAsk),
-		addTool(srv, &sdk.Tool{Name: "gate_list", Annotations: readOnly,
+		addTool(s.shared, srv, &sdk.Tool{Name: "gate_list", Annotations: readOnly,
 			Description: "List the goal's owner gates with their answers, newest first."}, s.gateList),
-		addTool(srv, &sdk.Tool{Name: "inbox_drain", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "inbox_drain", Annotations: write(),
 			Description: "Take the messages people sent this agent (steering ones first); answer each with inbox_reply, then inbox_ack them."}, s.inboxDrain),
-		addTool(srv, &sdk.Tool{Name: "inbox_ack", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "inbox_ack", Annotations: write(),
 			Description: "Acknowledge drained messages once their effect is written; unacknowledged ones come back later."}, s.inboxAck),
-		addTool(srv, &sdk.Tool{Name: "inbox_reply", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "inbox_reply", Annotations: write(),
 			Description: "Answer a drained message in the chat and thread it came from."}, s.inboxReply),
-		addTool(srv, &sdk.Tool{Name: "refresh_state", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "refresh_state", Annotations: write(),
 			Description: "Record what the next turn should do first (quota-neutral); call it before spend_slot."}, s.refreshState),
-		addTool(srv, &sdk.Tool{Name: "spend_slot", Annotations: write(),
+		addTool(s.shared, srv, &sdk.Tool{Name: "spend_slot", Annotations: write(),
 			Description: "Settle this turn: spend its one quota slot, once, after the work is validated. Never on a skip."}, s.spendSlot),
-		addTool(srv, &sdk.Tool{Name: "goal_status", Annotations: readOnly,
+		addTool(s.shared, srv, &sdk.Tool{Name: "goal_status", Annotations: readOnly,
 			Description: "Read the goal and this agent's status: what needs a person, the live and last turn with its evidence, quota, inbox, next heartbeat."}, s.goalStatus),
 	} {
 		if err != nil {
