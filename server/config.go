@@ -144,6 +144,19 @@ type WebConfig struct {
 	URL     string // LOOPX_WEB_URL: the address people open, for sign-in links; "" = http://LOOPX_LISTEN
 }
 
+// HomeDir is LOOPX_HOME, default ~/.loopx: where serve keeps its local state and records
+// where it listens, and where clients on the same machine look for them. "" when neither
+// LOOPX_HOME nor HOME is set.
+func HomeDir(getenv func(string) string) string {
+	if home := getenv("LOOPX_HOME"); home != "" {
+		return home
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".loopx")
+	}
+	return ""
+}
+
 // LoadConfig reads and validates the environment.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var errs []error
@@ -157,13 +170,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		return v
 	}
-	home := getenv("LOOPX_HOME")
+	home := HomeDir(getenv)
 	if home == "" {
-		h := getenv("HOME")
-		if h == "" {
-			bad("LOOPX_HOME", "not set and HOME is empty; set LOOPX_HOME to a directory for LoopX's data")
-		}
-		home = filepath.Join(h, ".loopx")
+		bad("LOOPX_HOME", "not set and HOME is empty; set LOOPX_HOME to a directory for LoopX's data")
 	}
 	cfg := Config{
 		Listen:       cmp.Or(getenv("LOOPX_LISTEN"), DefaultListen),

@@ -16,6 +16,10 @@
 //     /metrics are served on the one listener.
 //   - Secrets (database URL, admin token, Lark secrets, the secret key) never reach a log
 //     line or an error message.
+//   - Once listening, serve records under LOOPX_HOME where it can be reached (Serving: its
+//     pid, the API's and the sandbox's URLs, never a secret) and removes the record at a clean
+//     stop, so clients on the same machine find it whatever LOOPX_LISTEN and
+//     LOOPX_SANDBOX_ADDR say.
 //   - The other commands that own the server's state (migrate, secrets rotate-key, reset) go
 //     through the same loader and the same lock (Migrate, RotateKey, LockHome).
 package server

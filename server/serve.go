@@ -67,6 +67,9 @@ type deps struct {
 	// ready holds the readiness checks areas add (the Lark link); /readyz reports them all.
 	// Filled while wiring, read only after the listener starts.
 	ready []readyCheck
+	// sandboxURL is where the Lark sandbox listens when the bot wiring started it; recorded
+	// under LOOPX_HOME with the API's address (recordServing).
+	sandboxURL string
 }
 
 // readyCheck is one part of /readyz: ok, or what is wrong.
@@ -167,6 +170,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen on LOOPX_LISTEN %s: %w", cfg.Listen, err)
 	}
 	comps = append(comps, httpComponent(lis, d.mux, logger))
+	// Clients on this machine find the server (and its sandbox) by LOOPX_HOME from now on;
+	// the record goes first at a stop, before the listener and the database.
+	defer recordServing(d, lis)()
 
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range comps {

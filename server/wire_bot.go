@@ -43,6 +43,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 		}
 		comps = append(comps, component{name: "lark-sandbox", run: sb.Run})
 		cfg, botOpenID = c, sb.BotOpenID()
+		d.sandboxURL = sb.URL()
 	} else {
 		cfg = d.cfg.Lark.BotConfig() // validated by LoadConfig
 	}
@@ -110,13 +111,14 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	return comps, nil
 }
 
-// startSandbox creates the Lark emulator on LOOPX_SANDBOX_ADDR (default 127.0.0.1:7378, where
-// `loopx chat` looks) and returns the bot settings that point at it.
+// startSandbox creates the Lark emulator on LOOPX_SANDBOX_ADDR (default sandbox.ServeAddr)
+// and returns the bot settings that point at it. `loopx chat` on this machine finds it
+// wherever it listens, through the serve's record under LOOPX_HOME (Serving).
 func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
 	// The emulator authenticates HTTP callbacks like Lark: fresh secrets per run.
 	token, key := randomHex(16), randomHex(16)
 	opts := sandbox.Options{
-		Addr:              cmp.Or(d.cfg.SandboxAddr, "127.0.0.1:7378"),
+		Addr:              cmp.Or(d.cfg.SandboxAddr, sandbox.ServeAddr),
 		VerificationToken: token,
 		EncryptKey:        key,
 		ControlToken:      string(d.cfg.SandboxToken),
@@ -125,12 +127,13 @@ func startSandbox(d *deps) (*sandbox.Sandbox, bot.Config, error) {
 	}
 	sb, err := sandbox.New(opts)
 	if err != nil && d.cfg.SandboxAddr == "" {
-		// Another local server holds the default port: take any free one rather than fail;
-		// the log says where, for LOOPX_SANDBOX_URL.
+		// Another local server holds the default port: take any free one rather than fail.
+		// loopx chat finds it through this serve's record under LOOPX_HOME; the log says
+		// where, for LOOPX_SANDBOX_URL elsewhere.
 		opts.Addr = "127.0.0.1:0"
 		sb, err = sandbox.New(opts)
 		if err == nil {
-			d.logger.Warn("the default sandbox port is taken; using another (point loopx chat at it with LOOPX_SANDBOX_URL)", "url", sb.URL())
+			d.logger.Warn("the default sandbox port is taken; using another (loopx chat with this LOOPX_HOME finds it; elsewhere set LOOPX_SANDBOX_URL)", "url", sb.URL())
 		}
 	}
 	if err != nil {

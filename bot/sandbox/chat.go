@@ -15,9 +15,13 @@ import (
 	"time"
 )
 
-// DefaultSandboxURL is where `loopx serve --sandbox` serves the sandbox and `loopx chat`
-// looks for it.
-const DefaultSandboxURL = "http://127.0.0.1:7378"
+// ServeAddr is where `loopx serve` runs the sandbox unless LOOPX_SANDBOX_ADDR says
+// otherwise (New's own default, DefaultAddr, is any free port).
+const ServeAddr = "127.0.0.1:7378"
+
+// DefaultSandboxURL is where `loopx chat` looks for the sandbox when nothing else says
+// where it is.
+const DefaultSandboxURL = "http://" + ServeAddr
 
 // ChatOptions configure RunChat.
 type ChatOptions struct {

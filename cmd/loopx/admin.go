@@ -71,9 +71,16 @@ type check struct {
 	Detail string `json:"detail"`
 }
 
+// doctorEnv is what a doctor check reads: this machine's environment (the server's settings,
+// as loopx serve would load them here) and the client settings (the server being checked).
+type doctorEnv struct {
+	getenv func(string) string
+	client *clientSettings
+}
+
 // doctorHooks are extra checks other areas add (one line each), e.g. the Lark connection.
-func doctorHooks() []func(ctx context.Context, getenv func(string) string) check {
-	return []func(ctx context.Context, getenv func(string) string) check{
+func doctorHooks() []func(ctx context.Context, e doctorEnv) check {
+	return []func(ctx context.Context, e doctorEnv) check{
 		settingsCheck, privateDatabaseCheck,
 		larkAppCheck, larkLinkCheck, larkOutboxCheck,
 	}
@@ -83,17 +90,21 @@ func (a *app) doctorCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "doctor",
 		Short: "Check the server, database, migrations, token and Lark settings",
-		Long: `Check, through the server at LOOPX_URL: the server answers; its database is reachable and
-its migrations are current; LOOPX_TOKEN is valid; and the Lark settings are present (or the
-server runs the sandbox). Exits 0 when every check passes, 1 when one fails, 3 when the
-server cannot be reached.`,
+		Long: `Check, through the server the other commands call (LOOPX_URL, else the project's
+connection, else the loopx serve running with this LOOPX_HOME, else http://` + server.DefaultListen + `):
+the server answers; its database is reachable and its migrations are current; the token
+(LOOPX_TOKEN, else the local admin token or the connected agent's) is valid; and the Lark
+settings are present (or the server runs the sandbox), its Lark link is up and no message to
+Lark was given up on. Exits 0 when every check passes, 1 when one fails, 3 when the server
+cannot be reached.`,
 		Example: `  loopx doctor
   LOOPX_URL=https://loopx.example LOOPX_TOKEN=... loopx doctor --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			// The server is asked first: an unreachable server exits 3 whatever the token.
-			base, _, err := a.serverURL()
+			cfg := a.settings()
+			base, err := a.serverURL()
 			if err != nil {
 				return err
 			}
@@ -112,7 +123,8 @@ server cannot be reached.`,
 			if err != nil {
 				return unreachableError{fmt.Errorf("reach loopx server at %s: %w (is loopx serve running?)", base, err)}
 			}
-			checks = append(checks, check{Name: "server", OK: code == http.StatusOK, Detail: fmt.Sprintf("%s/healthz answered %d", base, code)})
+			checks = append(checks, check{Name: "server", OK: code == http.StatusOK,
+				Detail: fmt.Sprintf("%s/healthz answered %d (address from %s)", base, code, cfg.ServerFrom)})
 
 			code, body, err := get("/readyz")
 			var rz struct {
@@ -136,14 +148,14 @@ server cannot be reached.`,
 			} else if raw, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: "/v1/whoami"}); err != nil {
 				tok.Detail = err.Error()
 			} else {
-				tok.OK, tok.Detail = true, "valid: "+strings.TrimSpace(string(raw))
+				tok.OK, tok.Detail = true, "valid: "+strings.TrimSpace(string(raw))+" (from "+cfg.TokenFrom+")"
 			}
 			checks = append(checks, tok)
 			if tok.OK {
 				checks = append(checks, a.diagnosticChecks(ctx)...)
 			}
 			for _, h := range doctorHooks() {
-				checks = append(checks, h(ctx, a.getenv))
+				checks = append(checks, h(ctx, doctorEnv{getenv: a.getenv, client: cfg}))
 			}
 
 			failed := 0
@@ -173,8 +185,8 @@ server cannot be reached.`,
 
 // settingsCheck loads the server's settings from this environment as `loopx serve` would,
 // and names every variable that is wrong.
-func settingsCheck(_ context.Context, getenv func(string) string) check {
-	cfg, err := server.LoadConfig(getenv)
+func settingsCheck(_ context.Context, e doctorEnv) check {
+	cfg, err := server.LoadConfig(e.getenv)
 	switch {
 	case err != nil:
 		return check{Name: "settings", Detail: err.Error()}

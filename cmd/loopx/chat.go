@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"io"
 	"os"
@@ -32,16 +31,21 @@ Any other line, slash commands included (/help, /status, /approve ...), goes to 
 Card markdown is shown styled on a terminal (plain when the output is a pipe, or with
 NO_COLOR set).
 
-Environment: LOOPX_SANDBOX_URL (default ` + sandbox.DefaultSandboxURL + `), LOOPX_SANDBOX_TOKEN (the
+Environment: LOOPX_SANDBOX_URL (default: the sandbox of the loopx serve running with this
+LOOPX_HOME, wherever it listens, else ` + sandbox.DefaultSandboxURL + `), LOOPX_SANDBOX_TOKEN (the
 sandbox's control token, when it has one).`,
 		Example: `  loopx chat
   loopx chat --as ou_stranger
   loopx chat --chat oc_team`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := a.settings()
+			if cfg.sandboxErr != nil {
+				return cfg.sandboxErr
+			}
 			err := sandbox.RunChat(cmd.Context(), sandbox.ChatOptions{
-				URL:   cmp.Or(a.getenv("LOOPX_SANDBOX_URL"), sandbox.DefaultSandboxURL),
-				Token: a.getenv("LOOPX_SANDBOX_TOKEN"),
+				URL:   cfg.Sandbox,
+				Token: cfg.SandboxToken,
 				As:    as,
 				Chat:  chat,
 				Color: isTerminal(a.stdout) && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb",

@@ -53,11 +53,11 @@ loopx mcp works as that agent.`,
 			if err != nil {
 				return err
 			}
-			creds, err := a.credentials()
-			if err != nil {
-				return usageError{err}
+			cfg := a.settings()
+			if cfg.credentials == nil {
+				return usageError{cfg.credsErr}
 			}
-			p.Root, p.Client, p.Credentials, p.ServerHome = root, client, creds, a.serverHome()
+			p.Root, p.Client, p.Credentials, p.ServerHome = root, client, cfg.credentials, cfg.home
 			p.Key = func(step string) string { return a.key() + "-connect-" + step }
 			if a.interactive() {
 				in := bufio.NewReader(a.stdin)
@@ -198,8 +198,9 @@ func (a *app) useProjectDir(dir string) error {
 	if err != nil || !st.IsDir() {
 		return usageError{fmt.Errorf("--project: %s is not a folder", abs)}
 	}
-	if a.conn.read && a.dir != abs {
-		a.conn.read = false
+	if a.dir != abs {
+		// The connection, and the server and token it may give, are the new folder's.
+		a.conn.read, a.resolved = false, nil
 	}
 	a.dir = abs
 	return nil

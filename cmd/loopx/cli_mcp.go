@@ -28,7 +28,8 @@ loopx://state, and the prompt "turn". loopx hosts install writes the host's entr
 It is a client of the LoopX HTTP API and works as one agent on one goal:
   goal, agent  LOOPX_GOAL_ID and LOOPX_AGENT_ID, else the project's connection (.loopx/ in
                --project or the current folder or a parent; loopx connect writes it)
-  server       LOOPX_URL, else the connection's, else http://` + server.DefaultListen + `
+  server       LOOPX_URL, else the connection's, else the loopx serve running with this
+               LOOPX_HOME (wherever it listens), else http://` + server.DefaultListen + `
   token        LOOPX_TOKEN, else the agent's token loopx connect stored in the user's
                config directory
 Without a connection it still starts (a host can list the tools) and every tool answers
@@ -81,25 +82,21 @@ func (a *app) agentConnection(opts *mcp.Options) {
 			"Ask the user to run `loopx connect` in the project's root folder, then reload the host.", where)
 		return
 	}
-	base, _, err := a.serverURL()
+	cfg := a.settings()
+	if cfg.serverErr != nil {
+		opts.Unconnected = cfg.serverErr.Error()
+		return
+	}
+	base := cfg.Server
+	token, err := cfg.agentToken(goal, agent)
 	if err != nil {
 		opts.Unconnected = err.Error()
 		return
 	}
-	token := a.getenv("LOOPX_TOKEN")
 	if token == "" {
-		creds, err := a.credentials()
-		if err == nil {
-			token, err = creds.Token(base, goal, agent)
-		}
-		if err != nil {
-			opts.Unconnected = err.Error()
-			return
-		}
-	}
-	if token == "" {
-		opts.Unconnected = fmt.Sprintf("this machine holds no token for agent %q on goal %q at %s. Ask the user to run `loopx connect` in %s "+
-			"(it stores the token in the user's config directory) or to set LOOPX_TOKEN, then reload the host.", agent, goal, base, where)
+		opts.Unconnected = fmt.Sprintf("this machine holds no token for agent %q on goal %q at %s (LOOPX_TOKEN is not set, and %s has none). "+
+			"Ask the user to run `loopx connect` in %s (it stores the token there) or to set LOOPX_TOKEN, then reload the host.",
+			agent, goal, base, cfg.credentials.Path(), where)
 		return
 	}
 	c, err := a.clientFor(base, token)

@@ -20,6 +20,8 @@ machine's PostgreSQL binaries) and stops it on exit. Migrations run at start und
 database lock, so replicas may start together. The admin token is LOOPX_ADMIN_TOKEN or,
 when unset, one generated once and kept in LOOPX_HOME/admin-token (mode 0600).
 With no LARK_APP_ID, or with --sandbox, the bot talks to the built-in Lark emulator.
+While it runs, LOOPX_HOME/serving.json says where its API and sandbox listen (no secret), so
+loopx commands and loopx chat on this machine find it on any port.
 
 Every setting is read and checked before anything starts; a bad one stops serve (exit 2)
 with the variable named. On/off settings take 1, true, yes, on or 0, false, no, off.

@@ -5,9 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -16,69 +14,28 @@ import (
 
 	"loopx/api/client"
 	"loopx/hosts/project"
-	"loopx/server"
 )
 
-// serverURL is where the CLI calls: LOOPX_URL, else the project's connection, else the
-// local default. local reports the last case (or LOOPX_URL naming the default).
-func (a *app) serverURL() (base string, local bool, err error) {
-	if u := a.getenv("LOOPX_URL"); u != "" {
-		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return "", false, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", u, server.DefaultListen)}
-		}
-		return strings.TrimRight(u, "/"), project.NormalizeURL(u) == "http://"+server.DefaultListen, nil
-	}
-	if _, conn, found, err := a.connection(); err != nil {
-		return "", false, err
-	} else if found {
-		return conn.ServerURL, project.NormalizeURL(conn.ServerURL) == "http://"+server.DefaultListen, nil
-	}
-	return "http://" + server.DefaultListen, true, nil
+// serverURL is the API the command calls (clientSettings.Server).
+func (a *app) serverURL() (string, error) {
+	s := a.settings()
+	return s.Server, s.serverErr
 }
 
-// newClient is the client a person's command uses: LOOPX_TOKEN, else (for the local server)
-// the admin token `loopx serve` keeps under LOOPX_HOME, else the connected agent's stored
-// token.
+// newClient is the client a person's command uses, with the server and token of the client
+// settings.
 func (a *app) newClient() (*client.Client, error) {
 	if err := checkIdempotencyFlag(a.idemKey); err != nil {
 		return nil, err
 	}
-	base, local, err := a.serverURL()
-	if err != nil {
-		return nil, err
+	s := a.settings()
+	if s.serverErr != nil {
+		return nil, s.serverErr
 	}
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageError{fmt.Errorf("LOOPX_URL: %q is not an http(s) URL like http://%s", base, server.DefaultListen)}
+	if s.tokenErr != nil {
+		return nil, s.tokenErr
 	}
-	token := a.getenv("LOOPX_TOKEN")
-	if token == "" && local {
-		if home := a.serverHome(); home != "" {
-			token, _ = server.ReadAdminToken(home)
-		}
-	}
-	if token == "" {
-		token, err = a.storedToken(base)
-		if err != nil {
-			return nil, err
-		}
-	}
-	if token == "" {
-		return nil, usageError{errors.New("LOOPX_TOKEN: not set; set it to the admin token or an agent token (loopx agent register prints one), or run loopx connect in the project")}
-	}
-	return a.clientFor(base, token)
-}
-
-// storedToken is the connected agent's token kept in the user's config directory, or "".
-func (a *app) storedToken(base string) (string, error) {
-	_, conn, found, err := a.connection()
-	if err != nil || !found || project.NormalizeURL(conn.ServerURL) != project.NormalizeURL(base) {
-		return "", err
-	}
-	creds, err := a.credentials()
-	if err != nil {
-		return "", usageError{err}
-	}
-	return creds.Token(base, conn.GoalID, conn.AgentID)
+	return a.clientFor(s.Server, s.Token)
 }
 
 func (a *app) clientFor(base, token string) (*client.Client, error) {
@@ -87,25 +44,6 @@ func (a *app) clientFor(base, token string) (*client.Client, error) {
 		return nil, usageError{fmt.Errorf("LOOPX_URL: %w", err)}
 	}
 	return c, nil
-}
-
-// serverHome is LOOPX_HOME, default ~/.loopx; "" when neither is known.
-func (a *app) serverHome() string {
-	if home := a.getenv("LOOPX_HOME"); home != "" {
-		return home
-	}
-	if h := a.getenv("HOME"); h != "" {
-		return filepath.Join(h, ".loopx")
-	}
-	return ""
-}
-
-func (a *app) credentials() (*project.Credentials, error) {
-	dir, err := project.ConfigDir(a.getenv)
-	if err != nil {
-		return nil, err
-	}
-	return project.NewCredentials(dir), nil
 }
 
 // key is the Idempotency-Key of one mutating call: --idempotency-key, else a fresh random

@@ -6,6 +6,11 @@
 // onboarding, and the sandbox's chat client for `loopx chat`; it holds no business rules.
 // main only calls run, which tests call the same way with their own environment.
 //
+// Where a client calls and with which token has one home, the client settings
+// (settings.go): every client command, `loopx chat`, `loopx doctor` and `loopx mcp` use them,
+// and nothing else reads LOOPX_URL, LOOPX_TOKEN, LOOPX_SANDBOX_URL or LOOPX_SANDBOX_TOKEN. The
+// admin token kept under LOOPX_HOME is sent only to this machine's serve.
+//
 // CLI exit codes: 0 ok; 1 refused by the state (conflict, refused, forbidden); 2 usage or
 // validation error (bad flags, invalid input, unknown goal); 3 server unreachable or failing.
 package main

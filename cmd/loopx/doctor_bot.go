@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,9 +19,9 @@ import (
 // larkAppCheck asks Lark, with the configured app, who the bot is: it proves the App ID and
 // Secret obtain a tenant token from LARK_BASE_URL and that the app has the bot feature.
 // Without LARK_APP_ID the server runs the sandbox and there is nothing to ask.
-func larkAppCheck(ctx context.Context, getenv func(string) string) check {
+func larkAppCheck(ctx context.Context, e doctorEnv) check {
 	c := check{Name: "lark app"}
-	lark, sandboxed, err := server.LoadLarkConfig(getenv)
+	lark, sandboxed, err := server.LoadLarkConfig(e.getenv)
 	switch {
 	case err != nil:
 		c.Detail = err.Error()
@@ -43,11 +42,12 @@ func larkAppCheck(ctx context.Context, getenv func(string) string) check {
 	return c
 }
 
-// larkLinkCheck asks the running server whether its Lark side takes events (GET /readyz/lark):
-// the long connection is up, or the HTTP callbacks are mounted, or it runs the sandbox.
-func larkLinkCheck(ctx context.Context, getenv func(string) string) check {
+// larkLinkCheck asks the server being checked whether its Lark side takes events (GET
+// /readyz/lark): the long connection is up, or the HTTP callbacks are mounted, or it runs the
+// sandbox.
+func larkLinkCheck(ctx context.Context, e doctorEnv) check {
 	c := check{Name: "lark link"}
-	base := strings.TrimRight(cmp.Or(getenv("LOOPX_URL"), "http://"+server.DefaultListen), "/")
+	base := e.client.Server
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz/lark", nil)
@@ -94,11 +94,11 @@ func failureAdvice(code string) string {
 	return text
 }
 
-// larkOutboxCheck reports messages the sender gave up on (from the server's /metrics, which
-// reads them from the database), with Lark's code and what to do.
-func larkOutboxCheck(ctx context.Context, getenv func(string) string) check {
+// larkOutboxCheck reports messages the sender gave up on (from the /metrics of the server
+// being checked, which reads them from the database), with Lark's code and what to do.
+func larkOutboxCheck(ctx context.Context, e doctorEnv) check {
 	c := check{Name: "lark sends"}
-	base := strings.TrimRight(cmp.Or(getenv("LOOPX_URL"), "http://"+server.DefaultListen), "/")
+	base := e.client.Server
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)

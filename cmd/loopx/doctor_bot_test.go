@@ -16,21 +16,19 @@ func TestDoctorLarkChecks(t *testing.T) {
 	require.NoError(t, err)
 	sb.Start(t.Context())
 	t.Cleanup(sb.Close)
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
-	c := larkAppCheck(t.Context(), env(map[string]string{"LARK_APP_ID": sb.AppID(), "LARK_APP_SECRET": sb.AppSecret(), "LARK_BASE_URL": sb.URL()}))
+	c := larkAppCheck(t.Context(), doctorEnvFor(t, map[string]string{"LARK_APP_ID": sb.AppID(), "LARK_APP_SECRET": sb.AppSecret(), "LARK_BASE_URL": sb.URL()}))
 	require.True(t, c.OK, c.Detail)
 	require.Contains(t, c.Detail, sb.BotOpenID())
 
-	c = larkAppCheck(t.Context(), env(map[string]string{"LARK_APP_ID": sb.AppID(), "LARK_APP_SECRET": "wrong", "LARK_BASE_URL": sb.URL()}))
+	c = larkAppCheck(t.Context(), doctorEnvFor(t, map[string]string{"LARK_APP_ID": sb.AppID(), "LARK_APP_SECRET": "wrong", "LARK_BASE_URL": sb.URL()}))
 	require.False(t, c.OK)
 	require.Contains(t, c.Detail, "LARK_APP_SECRET")
 
-	c = larkAppCheck(t.Context(), env(map[string]string{"LARK_APP_ID": "cli_x", "LARK_APP_SECRET": "s", "LARK_TRANSPORT": "http"}))
+	c = larkAppCheck(t.Context(), doctorEnvFor(t, map[string]string{"LARK_APP_ID": "cli_x", "LARK_APP_SECRET": "s", "LARK_TRANSPORT": "http"}))
 	require.False(t, c.OK)
 	require.Contains(t, c.Detail, "LARK_VERIFICATION_TOKEN")
 
-	require.True(t, larkAppCheck(t.Context(), env(nil)).OK, "sandbox: nothing to check")
+	require.True(t, larkAppCheck(t.Context(), doctorEnvFor(t, nil)).OK, "sandbox: nothing to check")
 
 	for _, tc := range []struct {
 		status int
@@ -45,7 +43,7 @@ func TestDoctorLarkChecks(t *testing.T) {
 			w.WriteHeader(tc.status)
 			_, _ = w.Write([]byte(tc.body))
 		}))
-		c := larkLinkCheck(t.Context(), env(map[string]string{"LOOPX_URL": srv.URL}))
+		c := larkLinkCheck(t.Context(), doctorEnvFor(t, map[string]string{"LOOPX_URL": srv.URL}))
 		srv.Close()
 		require.Equal(t, tc.ok, c.OK, c.Detail)
 	}
@@ -54,7 +52,7 @@ func TestDoctorLarkChecks(t *testing.T) {
 		_, _ = w.Write([]byte("# HELP x\nloopx_outbox_failed_rows{code=\"230002\"} 3\nloopx_outbox_failed_rows{code=\"0\"} 0\n"))
 	}))
 	defer srv.Close()
-	c = larkOutboxCheck(t.Context(), env(map[string]string{"LOOPX_URL": srv.URL}))
+	c = larkOutboxCheck(t.Context(), doctorEnvFor(t, map[string]string{"LOOPX_URL": srv.URL}))
 	require.False(t, c.OK)
 	require.Contains(t, c.Detail, "3 failed with code 230002 (the bot is not in the chat")
 }

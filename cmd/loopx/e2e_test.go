@@ -43,8 +43,21 @@ func TestMain(m *testing.M) {
 	if os.Getenv("LOOPX_E2E_MAIN") == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "loopx-serve-home-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	serveHome = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
+
+// serveHome is the LOOPX_HOME of the servers these tests start without one of their own,
+// shared like a user's ~/.loopx but never the user's: a test server must not record itself
+// where the user's own clients look for their server.
+var serveHome string
 
 const e2eAdminToken = "e2e-admin-token-0123456789abcdef"
 
@@ -89,11 +102,16 @@ func startServe(t *testing.T, env map[string]string) *serveProc {
 	return s
 }
 
+// launchServe starts `loopx serve` on env's LOOPX_LISTEN (default a free port) and LOOPX_HOME
+// (default serveHome).
 func launchServe(t *testing.T, env map[string]string) *serveProc {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := env["LOOPX_LISTEN"]
+	if addr == "" {
+		addr = freeAddr(t)
+	}
 	cmd := exec.Command(loopxBinary(t), "serve")
-	cmd.Env = append(baseEnv(), "LOOPX_LISTEN="+addr, "LOG_LEVEL=debug")
+	cmd.Env = append(baseEnv(), "LOOPX_LISTEN="+addr, "LOG_LEVEL=debug", "LOOPX_HOME="+serveHome)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

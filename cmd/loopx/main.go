@@ -43,8 +43,9 @@ type app struct {
 	format  string // --format
 	idemKey string // --idempotency-key
 
-	dir       string // the working folder; "" = the process's
-	randomKey string // this invocation's Idempotency-Key when --idempotency-key is not given
+	dir       string          // the working folder; "" = the process's
+	randomKey string          // this invocation's Idempotency-Key when --idempotency-key is not given
+	resolved  *clientSettings // where and as whom to call: app.settings, read once
 	conn      struct {
 		read, found bool
 		root        string
@@ -77,9 +78,11 @@ func (a *app) rootCommand() *cobra.Command {
 		Short: "LoopX: durable state and scheduling for long-horizon AI agents, steered from Lark",
 		Long: `loopx is both the server (loopx serve) and its client.
 
-The client talks to the server's HTTP API at LOOPX_URL (default http://` + server.DefaultListen + `)
-with the bearer token LOOPX_TOKEN (default: the admin token loopx serve wrote under
-LOOPX_HOME, when LOOPX_URL is the default).
+The client talks to the server's HTTP API at LOOPX_URL (default: the project's connection
+in .loopx/, else the loopx serve running with this LOOPX_HOME, wherever LOOPX_LISTEN put it,
+else http://` + server.DefaultListen + `) with the bearer token LOOPX_TOKEN (default: the admin
+token that loopx serve keeps under LOOPX_HOME, when the server is this machine's; else the
+token loopx connect stored for the project's agent).
 
 Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server unreachable.`,
 		Example: `  loopx serve

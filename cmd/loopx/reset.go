@@ -127,9 +127,9 @@ func resetTargets(cfg server.Config) ([]resetTarget, error) {
 
 // privateDatabaseCheck says where the private database of this machine's server lives (a
 // line of loopx doctor): under LOOPX_HOME, or elsewhere when the postgres user cannot reach it.
-func privateDatabaseCheck(_ context.Context, getenv func(string) string) check {
+func privateDatabaseCheck(_ context.Context, e doctorEnv) check {
 	c := check{Name: "private-db", OK: true}
-	cfg, err := server.LoadConfig(getenv)
+	cfg, err := server.LoadConfig(e.getenv)
 	switch {
 	case err != nil:
 		c.Detail = "not checked: the settings are wrong (see settings)"
@@ -137,8 +137,8 @@ func privateDatabaseCheck(_ context.Context, getenv func(string) string) check {
 	case cfg.DatabaseURL != "":
 		c.Detail = "DATABASE_URL is set: the server uses that database, no private one"
 		return c
-	case getenv("LOOPX_URL") != "":
-		c.Detail = "not checked: LOOPX_URL names a server whose home this machine may not have"
+	case !e.client.Local:
+		c.Detail = "not checked: " + e.client.Server + " is not this machine's loopx serve, whose home this machine may not have"
 		return c
 	}
 	dir, moved, err := devpg.Locate(devpg.Options{Dir: filepath.Join(cfg.Home, "pg")})

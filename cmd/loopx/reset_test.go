@@ -51,7 +51,7 @@ func TestResetSandboxStartsOver(t *testing.T) {
 	first, _, _ := strings.Cut(s.logs.String(), "\n")
 	require.Contains(t, first, `msg="private database" cluster_dir=`+pg)
 	require.Contains(t, first, `start_over="loopx reset --sandbox"`)
-	doctor := privateDatabaseCheck(t.Context(), env(map[string]string{"LOOPX_HOME": home}))
+	doctor := privateDatabaseCheck(t.Context(), doctorEnvFor(t, map[string]string{"LOOPX_HOME": home}))
 	require.True(t, doctor.OK)
 	require.Equal(t, "cluster at "+pg+"; loopx reset --sandbox starts over", doctor.Detail)
 
@@ -100,13 +100,13 @@ func TestResetSandboxStartsOver(t *testing.T) {
 // loopx doctor names the private database's place, also when it is outside LOOPX_HOME.
 func TestDoctorSaysWhereThePrivateDatabaseIs(t *testing.T) {
 	t.Parallel()
-	c := privateDatabaseCheck(t.Context(), env(map[string]string{"HOME": "/h", "DATABASE_URL": "postgres://db/loopx"}))
+	c := privateDatabaseCheck(t.Context(), doctorEnvFor(t, map[string]string{"HOME": "/h", "DATABASE_URL": "postgres://db/loopx"}))
 	require.Equal(t, "DATABASE_URL is set: the server uses that database, no private one", c.Detail)
 	if os.Geteuid() != 0 {
 		t.Skip("only a root process keeps the cluster outside a home closed to the postgres user")
 	}
 	home := filepath.Join(t.TempDir(), "home") // 0700: closed to the postgres user, like /root/.loopx
-	c = privateDatabaseCheck(t.Context(), env(map[string]string{"LOOPX_HOME": home}))
+	c = privateDatabaseCheck(t.Context(), doctorEnvFor(t, map[string]string{"LOOPX_HOME": home}))
 	want, moved, err := devpg.Locate(devpg.Options{Dir: filepath.Join(home, "pg")})
 	require.NoError(t, err)
 	require.True(t, moved)
