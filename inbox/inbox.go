@@ -218,13 +218,16 @@ func (ib *Inbox) Reply(ctx context.Context, a Agent, p ReplyParams) (ReplyResult
 			if it.SourceChat == "" {
 				return res, store.Audit{}, store.Errorf(store.ErrRefused, "item", "%d did not come from a chat; there is no conversation to answer in", p.ItemID)
 			}
+			// The agent's words go to the chat as typed, but never as a mention or a link
+			// in the bot's name.
+			content := templates.SafeText(p.Text)
 			id, created, err := store.InsertOutbox(ctx, tx, store.OutboxInsert{
 				DedupeKey:     store.InboxReplyKey(it.ID, key),
 				Kind:          "text",
 				ReceiveID:     it.SourceChat,
 				ReplyTo:       it.SourceMessage,
 				ReplyInThread: it.SourceMessage != "",
-				Content:       p.Text,
+				Content:       content,
 				GoalID:        it.GoalID,
 				AgentID:       it.AgentID,
 				SessionID:     it.SessionID,
@@ -237,7 +240,7 @@ func (ib *Inbox) Reply(ctx context.Context, a Agent, p ReplyParams) (ReplyResult
 				if err != nil {
 					return res, store.Audit{}, err
 				}
-				if prev.Content != p.Text {
+				if prev.Content != content {
 					return res, store.Audit{}, store.Errorf(store.ErrConflict, "key", "reply key %q was already used for item %d with another text; use a new key", key, it.ID)
 				}
 			}

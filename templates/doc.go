@@ -8,6 +8,13 @@
 //     which writes a quoted, escaped JSON string. A rendered card is checked with json.Valid,
 //     must declare "schema":"2.0", is compacted, and is refused (ErrTooLarge) over 30 KB;
 //     Render then falls back to the text template of the same name.
+//   - No markup but LoopX's: only the at, cardAt and cardAts funcs make a mention, and
+//     nothing makes a link. After a template ran, every Lark tag (<at>, <font>, <link>, ...),
+//     markdown link or image and character reference in the output is made inert (SafeText:
+//     ‹ for <, full-width brackets, ＆), in texts and in every string a card shows; the
+//     mentions the funcs wrote are restored from placeholders only the set can write. A
+//     card's callback values are left as they are. Text sent without a template (an agent's
+//     inbox reply) goes through SafeText.
 //   - Rendering is deterministic: the same data gives the same bytes (golden tests pin them).
 //
 // Adding a template (digests, reminders, ...):
@@ -22,6 +29,7 @@
 //     templates/testdata/golden/<lang>/.
 //  4. Call Set.Render(lang, "<name>", data) (card with text fallback), Set.Card or Set.Text.
 //
-// Funcs available in templates: json, plain (neutralises Lark <at> tags in user text),
-// at (a text-message mention), cardAt / cardAts (card markdown mentions), join, add, trunc.
+// Funcs available in templates: json, plain (kept for readability: every output is made safe
+// as a whole), at (a text-message mention), cardAt / cardAts (card markdown mentions; never of
+// everyone), join, add, trunc.
 package templates

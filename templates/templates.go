@@ -62,11 +62,14 @@ type Set struct {
 	// words are the short phrases Go code puts into messages and cards (<lang>/words.json):
 	// command summaries, reasons, labels. Every language has every key.
 	words map[string]map[string]string
+	// nonce marks the mentions the templates wrote (markup.go), so text from agents and
+	// people can be neutralised without touching them.
+	nonce string
 }
 
 // New parses the embedded templates and checks that every language has the same set.
 func New() (*Set, error) {
-	s := &Set{byLang: map[string]*template.Template{}}
+	s := &Set{byLang: map[string]*template.Template{}, nonce: newNonce()}
 	words, err := readWords(func(lang string) string { return lang + "/words.json" })
 	if err != nil {
 		return nil, err
@@ -74,7 +77,7 @@ func New() (*Set, error) {
 	s.words = words
 	var first []string
 	for _, lang := range Languages() {
-		t := template.New(lang).Funcs(funcs()).Option("missingkey=error")
+		t := template.New(lang).Funcs(s.funcs()).Option("missingkey=error")
 		entries, err := fs.ReadDir(files, lang)
 		if err != nil {
 			return nil, fmt.Errorf("list %s templates: %w", lang, err)
@@ -171,7 +174,7 @@ func (s *Set) Text(lang, name string, data any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	text := strings.TrimSpace(out)
+	text := strings.TrimSpace(s.finishText(out))
 	if text == "" {
 		return "", fmt.Errorf("render %s/%s.txt: empty message", Lang(lang), name)
 	}
@@ -197,14 +200,14 @@ func (s *Set) Card(lang, name string, data any) (string, error) {
 	if err := json.Unmarshal([]byte(out), &head); err != nil || head.Schema != "2.0" {
 		return "", fmt.Errorf("render %s/%s.card: card must be a JSON object with \"schema\":\"2.0\"", Lang(lang), name)
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, []byte(out)); err != nil {
-		return "", fmt.Errorf("compact %s/%s.card: %w", Lang(lang), name, err)
+	card, err := s.finishCard([]byte(out))
+	if err != nil {
+		return "", fmt.Errorf("render %s/%s.card: %w", Lang(lang), name, err)
 	}
-	if buf.Len() > MaxCardBytes {
-		return "", fmt.Errorf("render %s/%s.card: %d bytes, limit %d: %w", Lang(lang), name, buf.Len(), MaxCardBytes, ErrTooLarge)
+	if len(card) > MaxCardBytes {
+		return "", fmt.Errorf("render %s/%s.card: %d bytes, limit %d: %w", Lang(lang), name, len(card), MaxCardBytes, ErrTooLarge)
 	}
-	return buf.String(), nil
+	return string(card), nil
 }
 
 // Render renders name as a card when a card template exists and fits, and as text otherwise
@@ -239,7 +242,7 @@ func (s *Set) exec(lang, name, kind string, data any) (string, error) {
 	return buf.String(), nil
 }
 
-func funcs() template.FuncMap {
+func (s *Set) funcs() template.FuncMap {
 	return template.FuncMap{
 		// json writes v as a JSON value; strings come out quoted and escaped.
 		"json": func(v any) (string, error) {
@@ -249,15 +252,17 @@ func funcs() template.FuncMap {
 			}
 			return string(b), nil
 		},
-		"plain":  plain,
-		"at":     func(openID string) string { return `<at user_id="` + idOnly(openID) + `"></at>` },
-		"cardAt": cardAt,
+		// plain is kept for the templates' readability: every rendered message is made
+		// safe as a whole (markup.go).
+		"plain":  func(v string) string { return v },
+		"at":     func(openID string) string { return s.mention('t', openID) },
+		"cardAt": func(openID string) string { return s.mention('c', openID) },
 		"cardAts": func(ids any) string {
 			list := toStrings(ids)
 			for i, id := range list {
-				list[i] = cardAt(id)
+				list[i] = s.mention('c', id)
 			}
-			return strings.Join(list, " ")
+			return strings.Join(slices.DeleteFunc(list, func(v string) bool { return v == "" }), " ")
 		},
 		"join": func(list any, sep string) string { return strings.Join(toStrings(list), sep) },
 		"add":  func(a, b int) int { return a + b },
@@ -269,13 +274,6 @@ func funcs() template.FuncMap {
 			return string(r[:n]) + "…"
 		},
 	}
-}
-
-// plain keeps user text from forming Lark markup: <at …> tags would mention people (or
-// everyone) on the sender's behalf.
-func plain(s string) string {
-	r := strings.NewReplacer("<at", "‹at", "<AT", "‹AT", "</at", "‹/at", "</AT", "‹/AT")
-	return r.Replace(s)
 }
 
 // toStrings accepts []string and the []any that decoded JSON (golden sample data) gives.
@@ -294,8 +292,6 @@ func toStrings(v any) []string {
 	}
 	return []string{fmt.Sprint(v)}
 }
-
-func cardAt(openID string) string { return "<at id=" + idOnly(openID) + "></at>" }
 
 // idOnly keeps the characters an open_id may hold, so an id cannot close the tag around it.
 func idOnly(s string) string {
