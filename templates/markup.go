@@ -2,10 +2,10 @@ package templates
 
 import (
 	"bytes"
-	"io"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"regexp"
 	"strings"
 )
