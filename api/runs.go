@@ -22,6 +22,7 @@ func (s *Server) listTurns(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+
 	if len(turns) == 0 {
 		if err := s.goalExists(ctx, r); err != nil {
 			return 0, nil, err
@@ -46,6 +47,7 @@ func (s *Server) showTurn(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	r.who.hideLog(&t)
 	return http.StatusOK, t, nil
 }
 

@@ -3,6 +3,7 @@ package api_test
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -138,4 +139,30 @@ func TestRunIndex(t *testing.T) {
 	require.Equal(t, 200, r.status)
 	r = b.do(t, "GET", "/v1/goals/other/turns", tokA, "", nil)
 	require.Equal(t, http.StatusForbidden, r.status)
+}
+
+// A turn's log tail is the admin's and its own agent's to read: a peer agent's token on the
+// same goal sees the turn without it.
+func TestLogTailIsForTheAdminAndTheTurnsAgent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tokA := b.goalWithAgent(t, "g", "a1")
+	tokB := b.agent(t, "g", "a2")
+	b.mustAdmin(t, "POST", "/v1/goals/g/todos", map[string]any{"text": "Write the parser"}, 201)
+	d := b.mustAdmin(t, "POST", "/v1/goals/g/should-run", map[string]any{"agent_id": "a1", "turn_instance_id": "t1", "begin_turn": true}, 200)
+	turnID := int64(d["turn"].(map[string]any)["turn_id"].(float64))
+	require.NoError(t, b.st.RecordTurnLog(t.Context(), turnID, "build ok\nAuthorization: Bearer [REDACTED]"))
+	path := "/v1/goals/g/turns/" + strconv.FormatInt(turnID, 10)
+
+	read := func(token string) map[string]any {
+		t.Helper()
+		r := b.do(t, "GET", path, token, "", nil)
+		require.Equal(t, http.StatusOK, r.status, string(r.body))
+		return r.json(t)
+	}
+	require.Contains(t, read(adminToken)["log_tail"], "build ok")
+	require.Contains(t, read(tokA)["log_tail"], "build ok", "the turn's own agent")
+	peer := read(tokB)
+	require.Equal(t, "", peer["log_tail"], "a peer agent's token")
+	require.Equal(t, "a1", peer["agent_id"], "the rest of the turn is shown")
 }

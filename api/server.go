@@ -135,6 +135,15 @@ func (p principal) actor() string {
 	return store.AgentActor(p.goalID, p.agentID)
 }
 
+// hideLog empties t's log tail unless p is the admin or the agent that ran the turn: what an
+// agent printed may hold what it was given (its secrets are redacted, but its work is its
+// own), and a peer agent's token has no business reading it.
+func (p principal) hideLog(t *store.Turn) {
+	if !p.admin && t.AgentID != p.agentID {
+		t.LogTail = ""
+	}
+}
+
 // request is what a handler gets: the caller and the parsed request.
 type request struct {
 	*http.Request

@@ -150,7 +150,7 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 	// Whatever the leader left behind in its group ends with the turn.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 
-	res := scheduler.Result{LogTail: tail.String()}
+	res := scheduler.Result{LogTail: redact(tail.String(), append(envSecrets(settings.Env), token)...)}
 	switch {
 	case why != "":
 		res.State, res.Outcome = store.TurnFailed, why+"; process group killed"

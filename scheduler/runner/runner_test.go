@@ -2,11 +2,14 @@ package runner_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -376,4 +379,48 @@ func testTemplates(t testing.TB) *templates.Set {
 	tpl, err := templates.New()
 	require.NoError(t, err)
 	return tpl
+}
+
+// An exec agent that prints its own key (set -x, a client echoing headers, base64 of it) and
+// its turn token has neither stored in its turn's log tail.
+func TestExecRedactsTheSecretsItWasGiven(t *testing.T) {
+	t.Parallel()
+	const key = "sk-live-8f3a9c2e71d04b5b"
+	agent := script(t, `set -x
+curl_header="Authorization: Bearer $API_KEY"
+echo "$curl_header"
+printf '%s' "$API_KEY" | base64
+echo "token=$LOOPX_TOKEN"
+printf 'x%.0s' $(seq 1 9000)
+echo
+echo "tail: $API_KEY"
+exit 1`)
+	b := setup(t, store.RunnerExec, runner.ExecSettings{Argv: []string{"/bin/sh", agent}, Env: map[string]string{"API_KEY": key, "MODE": "fast"}}, 3)
+	b.fire(t)
+	b.sched.Wait()
+	turns := b.turns(t)
+	require.Len(t, turns, 1)
+	tail := turns[0].tail
+	require.Contains(t, tail, "tail: "+runner.Redacted, "the secret's place is marked")
+	require.NotContains(t, tail, key)
+	require.NotContains(t, tail, base64.StdEncoding.EncodeToString([]byte(key)))
+	require.NotContains(t, tail, "lxt_", "the turn token is redacted")
+	require.NotContains(t, tail, key[len(key)-8:], "no piece of the key")
+}
+
+func TestRedactFindsEncodingsAndPieces(t *testing.T) {
+	t.Parallel()
+	const s = "pa55/word+secret=="
+	for _, in := range []string{
+		s, base64.StdEncoding.EncodeToString([]byte(s)), url.QueryEscape(s), hex.EncodeToString([]byte(s)),
+		`{"k":"` + strings.ReplaceAll(s, "/", `\/`) + `"}`,
+	} {
+		out := runner.Redact("before "+in+" after", s)
+		require.NotContains(t, out, "word+secret", in)
+		require.Contains(t, out, runner.Redacted, in)
+	}
+	// A tail cut inside the secret loses the piece it starts with.
+	require.Equal(t, runner.Redacted+" rest", runner.Redact("word+secret== rest", s))
+	// Short values are left alone: they would blank out ordinary words.
+	require.Equal(t, "mode fast", runner.Redact("mode fast", "fast"))
 }

@@ -124,7 +124,7 @@ func (w *Webhook) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 		defer resp.Body.Close()
 		t := newTail(8 << 10)
 		_, _ = io.Copy(t, io.LimitReader(resp.Body, 1<<20))
-		res.LogTail = t.String()
+		res.LogTail = redact(t.String(), s.Secret, token)
 		switch {
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
 			res.State, res.Outcome = store.TurnOK, "webhook "+strconv.Itoa(resp.StatusCode)
