@@ -183,26 +183,29 @@ func TestAgentTokenIsScopedToItsGoalAndAgent(t *testing.T) {
 
 	before := b.counts(t)
 	// Another goal: 403 on reads and writes.
+	scope := store.ReasonTokenScope
 	for _, tc := range []struct {
 		method, path string
 		body         any
+		reason       string
 	}{
-		{"GET", "/v1/goals/g2/todos", nil},
-		{"POST", "/v1/goals/g2/todos", map[string]any{"text": "theirs"}},
-		{"POST", "/v1/goals/g2/should-run", map[string]any{"agent_id": "a1"}},
+		{"GET", "/v1/goals/g2/todos", nil, scope},
+		{"POST", "/v1/goals/g2/todos", map[string]any{"text": "theirs"}, scope},
+		{"POST", "/v1/goals/g2/should-run", map[string]any{"agent_id": "a1"}, scope},
 		// Its goal, as another agent.
-		{"POST", "/v1/goals/g1/should-run", map[string]any{"agent_id": "a2"}},
-		{"POST", "/v1/goals/g1/todos/" + itoa(todo) + "/claim", map[string]any{"agent_id": "a2"}},
-		{"POST", "/v1/goals/g1/evidence", map[string]any{"agent_id": "a2", "summary": "x"}},
+		{"POST", "/v1/goals/g1/should-run", map[string]any{"agent_id": "a2"}, scope},
+		{"POST", "/v1/goals/g1/todos/" + itoa(todo) + "/claim", map[string]any{"agent_id": "a2"}, scope},
+		{"POST", "/v1/goals/g1/evidence", map[string]any{"agent_id": "a2", "summary": "x"}, scope},
 		// Admin-only operations.
-		{"POST", "/v1/goals", map[string]any{"goal_id": "g3"}},
-		{"POST", "/v1/goals/g1/agents", map[string]any{"agent_id": "a3"}},
-		{"POST", "/v1/goals/g1/stop", nil},
-		{"GET", "/v1/audit", nil},
+		{"POST", "/v1/goals", map[string]any{"goal_id": "g3"}, ""},
+		{"POST", "/v1/goals/g1/agents", map[string]any{"agent_id": "a3"}, ""},
+		{"POST", "/v1/goals/g1/stop", nil, ""},
+		{"GET", "/v1/audit", nil, ""},
 	} {
 		r := b.do(t, tc.method, tc.path, tokA, newKey(), tc.body)
 		require.Equal(t, http.StatusForbidden, r.status, "%s %s: %s", tc.method, tc.path, r.body)
 		require.Equal(t, api.CodeForbidden, r.err(t).Code)
+		require.Equal(t, tc.reason, r.err(t).Reason, "%s %s: %s", tc.method, tc.path, r.body)
 	}
 	after := b.counts(t)
 	require.Equal(t, before["audit"]+10, after["audit"], "each refusal is audited")
@@ -238,18 +241,91 @@ func TestNonOwnerGateAnswerIsRefusedAndAudited(t *testing.T) {
 	r = b.admin(t, "POST", "/v1/goals/g1/gates/"+gate+"/answer", map[string]any{"answer": "approve", "answered_by": "ou_stranger"})
 	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
 	e := r.err(t)
+	require.Equal(t, api.CodeForbidden, e.Code)
 	require.Equal(t, "answered_by", e.Field)
 	require.Contains(t, e.Message, "not an owner")
 	var n int
 	require.NoError(t, b.pool.QueryRow(t.Context(),
-		`SELECT count(*) FROM audit WHERE NOT allowed AND action = 'gate.answer' AND detail->>'answered_by' = 'ou_stranger'`).Scan(&n))
-	require.Equal(t, 1, n)
+		`SELECT count(*) FROM audit WHERE NOT allowed AND outcome = 'refused' AND action = 'gate.answer' AND detail->>'answered_by' = 'ou_stranger'`).Scan(&n))
+	require.Equal(t, 1, n, "audited as refused, as it always was")
 	m := b.mustAdmin(t, "GET", "/v1/goals/g1/gates?status=open", nil, 200)
 	require.Len(t, m["gates"], 1, "the gate is still open")
 
 	// The owner: approved.
 	m = b.mustAdmin(t, "POST", "/v1/goals/g1/gates/"+gate+"/answer", map[string]any{"answer": "approve", "answered_by": "ou_owner"}, 200)
 	require.Equal(t, "approved", m["status"])
+}
+
+// TestErrorsCarryTheirKindAndReason drives each case a program must tell apart through the
+// real API: the status and code of its kind, and the reason naming the case.
+func TestErrorsCarryTheirKindAndReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok1 := b.goalWithAgent(t, "g1", "a1")
+	tok2 := b.agent(t, "g1", "a2")
+	want := func(r response, code, field, reason string) {
+		t.Helper()
+		k, ok := store.KindByCode(code)
+		require.True(t, ok, code)
+		require.Equal(t, k.Status, r.status, "%s", r.body)
+		e := r.err(t)
+		require.Equal(t, code, e.Code, "%s", r.body)
+		require.Equal(t, field, e.Field, "%s", r.body)
+		require.Equal(t, reason, e.Reason, "%s", r.body)
+		require.NotEmpty(t, e.Message)
+	}
+	gate := func() string {
+		t.Helper()
+		r := b.do(t, "POST", "/v1/goals/g1/gates", tok1, newKey(), map[string]any{"question": "Ship it?"})
+		require.Equal(t, 201, r.status, "%s", r.body)
+		return itoa(int64(r.json(t)["gate_id"].(float64)))
+	}
+
+	// A gate cancelled by an agent that did not ask it: forbidden (was 409 refused), audited
+	// as refused, and the gate stays open.
+	open := gate()
+	r := b.do(t, "POST", "/v1/goals/g1/gates/"+open+"/cancel", tok2, newKey(), map[string]any{})
+	want(r, store.CodeForbidden, "agent_id", "")
+	var n int
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM audit
+		WHERE NOT allowed AND outcome = 'refused' AND action = 'gate.cancel' AND target = $1`, "gate:"+open).Scan(&n))
+	require.Equal(t, 1, n)
+	m := b.mustAdmin(t, "GET", "/v1/goals/g1/gates?status=open", nil, 200)
+	require.Len(t, m["gates"], 1, "the gate is still open")
+
+	// A gate no longer open: refused, gate_closed, for an answer and for a cancel.
+	b.mustAdmin(t, "POST", "/v1/goals/g1/gates/"+open+"/answer", map[string]any{"answer": "approve", "answered_by": "ou_owner"}, 200)
+	r = b.admin(t, "POST", "/v1/goals/g1/gates/"+open+"/answer", map[string]any{"answer": "reject", "answered_by": "ou_owner"})
+	want(r, store.CodeRefused, "gate_id", store.ReasonGateClosed)
+	r = b.do(t, "POST", "/v1/goals/g1/gates/"+open+"/cancel", tok1, newKey(), map[string]any{})
+	want(r, store.CodeRefused, "gate_id", store.ReasonGateClosed)
+
+	// A todo held by another agent: conflict, claimed, for a claim and for an update.
+	r = b.do(t, "POST", "/v1/goals/g1/todos", tok1, newKey(), map[string]any{"text": "mine", "claim_for": "a1"})
+	require.Equal(t, 201, r.status, "%s", r.body)
+	todo := r.json(t)
+	id := itoa(int64(todo["todo_id"].(float64)))
+	r = b.do(t, "POST", "/v1/goals/g1/todos/"+id+"/claim", tok2, newKey(), map[string]any{})
+	want(r, store.CodeConflict, "todo_id", store.ReasonClaimed)
+	r = b.do(t, "PATCH", "/v1/goals/g1/todos/"+id, tok2, newKey(), map[string]any{"version": todo["version"], "text": "theirs"})
+	want(r, store.CodeConflict, "agent_id", store.ReasonClaimed)
+	// A stale version is a conflict of another case: no reason.
+	r = b.do(t, "PATCH", "/v1/goals/g1/todos/"+id, tok1, newKey(), map[string]any{"version": 99, "text": "x"})
+	want(r, store.CodeConflict, "version", "")
+
+	// A spend that is not owed: refused, spend_not_owed.
+	r = b.do(t, "POST", "/v1/goals/g1/spend-slot", tok1, newKey(), map[string]any{"turn_instance_id": "never-began"})
+	want(r, store.CodeRefused, "turn_instance_id", store.ReasonNotOwed)
+
+	// A gate asked for a finished todo: refused for another reason, with none.
+	done := b.do(t, "POST", "/v1/goals/g1/todos", tok1, newKey(), map[string]any{"text": "finished"})
+	require.Equal(t, 201, done.status, "%s", done.body)
+	d := done.json(t)
+	did := itoa(int64(d["todo_id"].(float64)))
+	r = b.do(t, "POST", "/v1/goals/g1/todos/"+did+"/done", tok1, newKey(), map[string]any{"version": d["version"]})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = b.do(t, "POST", "/v1/goals/g1/gates", tok1, newKey(), map[string]any{"question": "Ship it?", "todo_id": d["todo_id"]})
+	want(r, store.CodeRefused, "todo_id", "")
 }
 
 func TestMutatingCallsNeedAnIdempotencyKey(t *testing.T) {

@@ -8,13 +8,16 @@
 //   - Authorization before action: an agent token acts only on its own goal and only as its
 //     own agent; anything else is 403, and the refusal is written to the audit before the
 //     answer. Admin-only endpoints refuse agent tokens the same way. Gate answers are checked
-//     by the store against the goal's owners (403, audited).
+//     by the store against the goal's owners, gate cancels against the asking agent (the
+//     store's ErrForbidden: 403, audited).
 //   - Idempotency: every mutating call (POST, PATCH) must carry an Idempotency-Key header.
 //     The key travels to the store operation, which writes the state change and its receipt in
 //     one transaction: a replay returns the original result (same status, same body) and
 //     writes nothing; the same key with a different request is 409 conflict.
-//   - Errors are JSON {"error": {"code", "field", "message"}} with the status mapped from the
-//     store's sentinel errors (see errors.go); bad input changes nothing.
+//   - Errors are JSON {"error": {"code", "field", "reason", "message"}}; the code and status
+//     come from the table of error kinds (store.ErrorKinds), the one mapping of the store's
+//     sentinel errors, and "reason" carries the store's Reason constant where one was set (see
+//     errors.go); bad input changes nothing.
 //   - Request bodies are limited (Options.MaxBodyBytes, default 256 KiB) and unknown JSON
 //     fields are rejected, naming the field.
 package api

@@ -9,26 +9,30 @@ import (
 	"loopx/store"
 )
 
-// Error codes in the "code" member of an error body. The CLI maps them to exit codes.
+// Error codes in the "code" member of an error body: the codes of the table of error kinds
+// (store.ErrorKinds), which also gives each its HTTP status and the CLI's exit code. They are
+// named here for the API's clients (api/client speaks this package only).
 const (
-	CodeBadRequest      = "bad_request"     // malformed request: JSON, header, path (400)
-	CodeUnauthenticated = "unauthenticated" // no or unknown bearer token (401)
-	CodeForbidden       = "forbidden"       // the caller may not do this (403)
-	CodeNotFound        = "not_found"       // the named row does not exist (404)
-	CodeConflict        = "conflict"        // the state changed under the caller (409)
-	CodeRefused         = "refused"         // the state does not allow it (409)
-	CodeFull            = "full"            // a bound was reached (409)
-	CodeTooLarge        = "too_large"       // body over the limit (413)
-	CodeInvalid         = "invalid"         // a field breaks a rule (422)
-	CodeUnavailable     = "unavailable"     // the database cannot be reached; retry (503)
-	CodeInternal        = "internal"        // the server failed (500)
+	CodeBadRequest      = store.CodeBadRequest      // malformed request: JSON, header, path
+	CodeUnauthenticated = store.CodeUnauthenticated // no or unknown bearer token
+	CodeForbidden       = store.CodeForbidden       // the caller may not do this
+	CodeNotFound        = store.CodeNotFound        // the named row does not exist
+	CodeConflict        = store.CodeConflict        // the state changed under the caller
+	CodeRefused         = store.CodeRefused         // the state does not allow it
+	CodeFull            = store.CodeFull            // a bound was reached
+	CodeTooLarge        = store.CodeTooLarge        // body over the limit
+	CodeInvalid         = store.CodeInvalid         // a field breaks a rule
+	CodeUnavailable     = store.CodeUnavailable     // the database cannot be reached; retry
+	CodeInternal        = store.CodeInternal        // the server failed
 )
 
-// Error is the body of every non-2xx answer: {"error": {...}}.
+// Error is the body of every non-2xx answer: {"error": {...}}. Reason, when set, is one of
+// the store's Reason constants: which case of Code this is, for programs that act on it.
 type Error struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Field   string `json:"field,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message"`
 }
 
@@ -44,52 +48,54 @@ type ErrorBody struct {
 	Error *Error `json:"error"`
 }
 
+// newError is an error of kind code, answered with the status the table gives that kind.
+func newError(code, field, msg string) *Error {
+	k, ok := store.KindByCode(code)
+	if !ok {
+		k, _ = store.KindByCode(CodeInternal)
+	}
+	return &Error{Status: k.Status, Code: k.Code, Field: field, Message: msg}
+}
+
 func badRequest(field, format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+	return newError(CodeBadRequest, field, fmt.Sprintf(format, args...))
 }
 
 func invalid(field, format string, args ...any) *Error {
-	return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalid, Field: field, Message: fmt.Sprintf(format, args...)}
+	return newError(CodeInvalid, field, fmt.Sprintf(format, args...))
 }
 
-func forbidden(format string, args ...any) *Error {
-	return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: fmt.Sprintf(format, args...)}
+func notFound(field, format string, args ...any) *Error {
+	return newError(CodeNotFound, field, fmt.Sprintf(format, args...))
 }
 
-// fromErr maps an operation's error to an API error. Errors that are not store sentinels
-// are internal: their text is logged, not shown.
+// forbidden is a 403 with its reason ("" when none applies).
+func forbidden(reason, msg string) *Error {
+	e := newError(CodeForbidden, "", msg)
+	e.Reason = reason
+	return e
+}
+
+// fromErr maps an operation's error to an API error by the table of error kinds. Errors that
+// are not store sentinels are internal: their text is logged, not shown.
 func fromErr(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
 		return ae
 	}
-	if store.IsUnavailable(err) {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: "the database is unavailable; retry in a few seconds (Retry-After)"}
+	k := store.KindOf(err)
+	switch k.Code {
+	case CodeUnavailable:
+		return newError(k.Code, "", "the database is unavailable; retry in a few seconds (Retry-After)")
+	case CodeInternal:
+		return newError(k.Code, "", "internal error; the server log has the details")
 	}
+	e := newError(k.Code, "", err.Error())
 	var se *store.Error
-	field, msg := "", err.Error()
 	if errors.As(err, &se) {
-		field, msg = se.Field, se.Msg
+		e.Field, e.Reason, e.Message = se.Field, se.Reason, se.Msg
 	}
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: field, Message: msg}
-	case errors.Is(err, store.ErrInvalid):
-		return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalid, Field: field, Message: msg}
-	case errors.Is(err, store.ErrConflict):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Field: field, Message: msg}
-	case errors.Is(err, store.ErrRefused):
-		// A gate answer by someone who is not an owner is refused by the store (and audited
-		// there); to the caller that is a permission failure.
-		if field == "answered_by" {
-			return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Field: field, Message: msg}
-		}
-		return &Error{Status: http.StatusConflict, Code: CodeRefused, Field: field, Message: msg}
-	case errors.Is(err, store.ErrFull):
-		return &Error{Status: http.StatusConflict, Code: CodeFull, Field: field, Message: msg}
-	}
-	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; the server log has the details"}
+	return e
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -100,7 +100,7 @@ func (s *Server) quotaStatus(ctx context.Context, r *request) (int, any, error) 
 		return 0, nil, err
 	}
 	if !snap.GoalFound {
-		return 0, nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "goal_id", Message: "no goal " + r.PathValue("goal")}
+		return 0, nil, notFound("goal_id", "no goal %s", r.PathValue("goal"))
 	}
 	return http.StatusOK, d, nil
 }

@@ -230,8 +230,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (principal, 
 	token, ok := strings.CutPrefix(h, "Bearer ")
 	token = strings.TrimSpace(token)
 	if !ok || token == "" {
-		return principal{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
-			Message: "missing bearer token: send Authorization: Bearer <token> (LOOPX_TOKEN for the CLI)"}
+		return principal{}, newError(CodeUnauthenticated, "", "missing bearer token: send Authorization: Bearer <token> (LOOPX_TOKEN for the CLI)")
 	}
 	if subtle.ConstantTimeCompare([]byte(token), s.admin) == 1 {
 		return principal{admin: true}, nil
@@ -239,8 +238,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (principal, 
 	a, err := s.st.AgentByToken(ctx, token)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return principal{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
-				Message: "unknown token: use the admin token or an agent token from `loopx agent register` / `rotate-token`"}
+			return principal{}, newError(CodeUnauthenticated, "", "unknown token: use the admin token or an agent token from `loopx agent register` / `rotate-token`")
 		}
 		s.logger.ErrorContext(ctx, "look up agent token", "err", err)
 		return principal{}, fromErr(err)
@@ -258,22 +256,23 @@ func (s *Server) checkPathIDs(r *request) *Error {
 		}
 	}
 	if g := r.PathValue("goal"); g != "" && !r.who.admin && g != r.who.goalID {
-		return s.refuse(r, "access goal", g, fmt.Sprintf("this agent token belongs to goal %q", r.who.goalID))
+		return s.refuse(r, "access goal", g, store.ReasonTokenScope, fmt.Sprintf("this agent token belongs to goal %q", r.who.goalID))
 	}
 	return nil
 }
 
-// refuse audits a refusal and returns the 403 to send. The audit write uses a context that a
-// disconnecting client cannot cancel: a refusal must be recorded.
-func (s *Server) refuse(r *request, action, goalID, reason string) *Error {
+// refuse audits a refusal and returns the 403 to send, with reason (a store.Reason constant,
+// or ""). The audit write uses a context that a disconnecting client cannot cancel: a
+// refusal must be recorded.
+func (s *Server) refuse(r *request, action, goalID, reason, msg string) *Error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	if err := s.st.AuditRefusal(ctx, store.Meta{Actor: r.who.actor(), Surface: "api"}, store.RefusalParams{
-		Action: action, GoalID: goalID, Target: r.Method + " " + r.URL.Path, Reason: reason,
+		Action: action, GoalID: goalID, Target: r.Method + " " + r.URL.Path, Reason: msg,
 	}); err != nil {
 		s.logger.ErrorContext(ctx, "audit refusal", "err", err)
 	}
-	return forbidden("%s", reason)
+	return forbidden(reason, msg)
 }
 
 // requireAdmin refuses agent tokens.
@@ -281,7 +280,7 @@ func (s *Server) requireAdmin(r *request, action string) error {
 	if r.who.admin {
 		return nil
 	}
-	return s.refuse(r, action, r.PathValue("goal"), action+" needs the admin token")
+	return s.refuse(r, action, r.PathValue("goal"), "", action+" needs the admin token")
 }
 
 // actingAgent returns the agent id a request acts as: the given one (validated) or, for an
@@ -300,7 +299,7 @@ func (s *Server) actingAgent(r *request, action, given string, required bool) (s
 		return "", invalid("agent_id", "%q is not a valid id: use 1-63 characters a-z 0-9 . _ -, starting with a letter or digit", given)
 	}
 	if !r.who.admin && given != r.who.agentID {
-		return "", s.refuse(r, action, r.PathValue("goal"), fmt.Sprintf("this token belongs to agent %q and cannot act as %q", r.who.agentID, given))
+		return "", s.refuse(r, action, r.PathValue("goal"), store.ReasonTokenScope, fmt.Sprintf("this token belongs to agent %q and cannot act as %q", r.who.agentID, given))
 	}
 	return given, nil
 }
@@ -318,8 +317,7 @@ func decode(r *request, v any) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Field: "body",
-				Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+			return newError(CodeTooLarge, "body", fmt.Sprintf("request body over %d bytes", mbe.Limit))
 		}
 		return badRequest("body", "read request body: %v", err)
 	}

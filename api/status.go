@@ -68,10 +68,10 @@ func (s *Server) goalStatus(ctx context.Context, r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	if !snap.GoalFound {
-		return 0, nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "goal_id", Message: "no goal " + goalID + "; create it (loopx connect or loopx goal create)"}
+		return 0, nil, notFound("goal_id", "no goal %s; create it (loopx connect or loopx goal create)", goalID)
 	}
 	if !snap.AgentFound {
-		return 0, nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "agent_id", Message: "no agent " + agent + " on goal " + goalID + "; register it (loopx connect or loopx agent register)"}
+		return 0, nil, notFound("agent_id", "no agent %s on goal %s; register it (loopx connect or loopx agent register)", agent, goalID)
 	}
 	st := Status{Goal: snap.Goal, AgentID: agent, Decision: d}
 	st.NeedsYou.Stalled = st.Decision.State == quota.StateStalled

@@ -105,7 +105,7 @@ func (k *Kernel) WithCards(cards CardsFunc) *Kernel {
 }
 
 // Propose computes and stores a proposal of req by who. who must be allowed to make the
-// change (else ErrRefused, audited); a request that changes nothing or breaks a rule is
+// change (else ErrForbidden, audited); a request that changes nothing or breaks a rule is
 // ErrInvalid naming the field.
 func (k *Kernel) Propose(ctx context.Context, who store.Person, m store.Meta, req Request) (store.Proposal, error) {
 	if err := checkRequest(req); err != nil {
@@ -157,7 +157,7 @@ type confirmReq struct {
 // still at the proposal's version. Otherwise: a goal that moved on makes the proposal stale
 // (Result.Fresh is the same change computed anew); an expired one is marked expired; one the
 // kernel cannot apply (a done goal, a removed agent) is refused with the reason. A proposal
-// already settled is returned Unchanged. A person not allowed is ErrRefused (audited) and the
+// already settled is returned Unchanged. A person not allowed is ErrForbidden (audited) and the
 // proposal stays ready.
 func (k *Kernel) Confirm(ctx context.Context, who store.Person, m store.Meta, id int64) (Result, error) {
 	return store.Do(ctx, k.st, "proposal.confirm", m, confirmReq{id}, func(tx *store.Tx, now time.Time) (Result, store.Audit, error) {
@@ -387,13 +387,15 @@ func needOf(req Request) store.Role {
 	return store.RoleOwner
 }
 
+// refusal is the answer to someone without the role a change needs: ErrForbidden, audited
+// (outcome refused, as the store audits every refusal an operation decides).
 func refusal(goalID string, id int64, need, role store.Role, what string) error {
 	word := "owners"
 	if need == store.RoleAdmin {
 		word = "admins"
 	}
 	msg := fmt.Sprintf("only %s of goal %s may %s this change", word, goalID, what)
-	return store.Refuse(store.ErrRefused, "", msg, goalID, target(id), map[string]any{
+	return store.Refuse(store.ErrForbidden, "", msg, goalID, target(id), map[string]any{
 		"reason": "not " + string(need), "role": string(role), "proposal_id": id,
 	})
 }

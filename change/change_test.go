@@ -250,14 +250,14 @@ func TestMemberCannotConfirmOwnerChange(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	_, err := b.k.Propose(t.Context(), person(member), chat(member, "k0"), budget(50))
-	require.ErrorIs(t, err, store.ErrRefused, "a member cannot propose either")
+	require.ErrorIs(t, err, store.ErrForbidden, "a member cannot propose either")
 	p, err := b.k.Propose(t.Context(), person(owner), chat(owner, "k1"), budget(50))
 	require.NoError(t, err)
 	for _, who := range []string{member, "ou_stranger"} {
 		_, err = b.k.Confirm(t.Context(), person(who), chat(who, "c1"), p.ID)
-		require.ErrorIs(t, err, store.ErrRefused, who)
+		require.ErrorIs(t, err, store.ErrForbidden, who)
 		_, err = b.k.Cancel(t.Context(), person(who), chat(who, "x1"), p.ID)
-		require.ErrorIs(t, err, store.ErrRefused, who)
+		require.ErrorIs(t, err, store.ErrForbidden, who)
 	}
 	still, err := store.GetProposal(t.Context(), b.st.DB(), p.ID)
 	require.NoError(t, err)
@@ -276,12 +276,12 @@ func TestMemberCannotConfirmOwnerChange(t *testing.T) {
 	runner := store.RunnerExec
 	req := change.Request{GoalID: "g", Kind: store.ProposalAgentSet, AgentID: "a", Agent: change.AgentChange{Runner: &runner}}
 	_, err = b.k.Propose(t.Context(), person(owner), chat(owner, "k2"), req)
-	require.ErrorIs(t, err, store.ErrRefused)
+	require.ErrorIs(t, err, store.ErrForbidden)
 	ap, err := b.k.Propose(t.Context(), store.Person{Admin: true}, store.Meta{Actor: "admin", Surface: "api", IdempotencyKey: "k3"}, req)
 	require.NoError(t, err)
 	require.Equal(t, store.RoleAdmin, ap.Need)
 	_, err = b.k.Confirm(t.Context(), person(owner), chat(owner, "c3"), ap.ID)
-	require.ErrorIs(t, err, store.ErrRefused)
+	require.ErrorIs(t, err, store.ErrForbidden)
 
 	// A secret's value never enters a proposal (it is stored and shown): secrets are set
 	// with the agent update, which seals them.

@@ -20,6 +20,7 @@
 //   - spend_slot settles the session's turn; the next should_run opens a new one.
 //
 // Errors a model can fix or act on are tool errors (isError) whose text says what happened
-// and what to do next; only protocol failures are JSON-RPC errors. Nothing is printed to
+// and what to do next, chosen by the API error's code, field and reason (store.Reason*),
+// never by its message; only protocol failures are JSON-RPC errors. Nothing is printed to
 // stdout (the stdio channel).
 package mcp

@@ -7,6 +7,7 @@ import (
 
 	"loopx/api"
 	"loopx/api/client"
+	"loopx/store"
 )
 
 // explain turns an API error into the text a model reads: what LoopX said, then what to do
@@ -27,16 +28,18 @@ func explain(tool string, s *server, err error) error {
 		what = ae.Field + ": " + ae.Message
 	}
 	head := fmt.Sprintf("%s failed (%s): %s.", tool, ae.Code, strings.TrimSuffix(what, "."))
-	return fmt.Errorf("%s Next: %s", head, nextStep(tool, s, ae))
+	return fmt.Errorf("%s Next: %s", head, nextStep(s, ae))
 }
 
-func nextStep(tool string, s *server, e *api.Error) string {
+// nextStep is the advice for an API error: by its code and, where a code covers cases that
+// need different advice, by its reason (store.Reason*), never by its message.
+func nextStep(s *server, e *api.Error) string {
 	connect := fmt.Sprintf("ask the user to run `loopx connect` in the project's root folder (it stores a token of agent %q on goal %q for this machine) or to set LOOPX_TOKEN to that agent's token, then reload the host. Do not retry with the same token", s.agent, s.goal)
 	switch e.Code {
 	case api.CodeUnauthenticated:
 		return "LoopX does not know the token this server uses: " + connect + "."
 	case api.CodeForbidden:
-		if strings.Contains(e.Message, "belongs to goal") || strings.Contains(e.Message, "belongs to agent") {
+		if e.Reason == store.ReasonTokenScope {
 			return fmt.Sprintf("this project is connected to goal %q as agent %q, but the token in use belongs to another goal or agent. Stop working on LoopX state and %s.", s.goal, s.agent, connect)
 		}
 		return "the agent may not do this; it needs an owner or the admin. Stop and tell the user what you tried."
@@ -56,17 +59,17 @@ func nextStep(tool string, s *server, e *api.Error) string {
 		switch {
 		case e.Field == "version":
 			return "the todo changed since you read it: call todo_list, check that your change still makes sense, and call again without version (the current one is read for you)."
-		case strings.Contains(e.Message, "claimed"):
+		case e.Reason == store.ReasonClaimed:
 			return "another agent holds this todo: pick another one (should_run selects one for you), or pass transfer=true only if the user asked you to take it over."
 		case e.Field == "idempotency_key":
 			return "this exact call was already made with other arguments in this turn; change the arguments or start a new turn with should_run."
 		}
 		return "the state changed under you: read it again (goal_status or todo_list) and decide again."
 	case api.CodeRefused:
-		if tool == "spend_slot" {
+		switch e.Reason {
+		case store.ReasonNotOwed:
 			return "do not spend for this turn: only a turn that should_run opened (decision run) and that completed is spent, once. End the turn without spending; the next turn starts with should_run."
-		}
-		if e.Field == "gate_id" || strings.Contains(e.Message, "gate") {
+		case store.ReasonGateClosed:
 			return "the gate is no longer open: call gate_list to see its answer."
 		}
 		return "the current state does not allow this: call goal_status to see why, and do not retry the same call."

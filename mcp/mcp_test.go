@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -300,6 +301,94 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	res = call(t, cs, "goal_status", nil)
 	require.True(t, res.IsError)
 	require.Contains(t, text(res), "does not know the token")
+}
+
+// The advice a model reads follows the API error's code and reason, met through the real API:
+// one case per reason, and refusals of other cases that must not get a reason's advice.
+func TestErrorAdviceFollowsTheReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	opts := mcp.Options{API: b.client(b.token), GoalID: "demo", AgentID: "codex"}
+	cs := b.session(t, opts.API)
+	const gateClosed = "no longer open"
+
+	// token_scope: the token of another goal.
+	res := call(t, b.session(t, b.client(b.other)), "should_run", nil)
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "(forbidden)")
+	require.Contains(t, text(res), "the token in use belongs to another goal or agent")
+
+	// claimed: another agent holds the todo, for a claim and for an update.
+	_, err := b.st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "demo", AgentID: "claude", Meta: setupMeta})
+	require.NoError(t, err)
+	_, err = b.st.ClaimTodo(ctx, store.ClaimTodoParams{GoalID: "demo", TodoID: b.todoID, AgentID: "claude", Meta: setupMeta})
+	require.NoError(t, err)
+	for tool, args := range map[string]map[string]any{
+		"todo_claim":  {"todo_id": b.todoID},
+		"todo_update": {"todo_id": b.todoID, "text": "mine now"},
+	} {
+		res = call(t, cs, tool, args)
+		require.True(t, res.IsError, tool)
+		require.Contains(t, text(res), "(conflict)", tool)
+		require.Contains(t, text(res), "another agent holds this todo", tool)
+	}
+
+	// spend_not_owed: a spend for a turn should_run never began.
+	res = call(t, cs, "spend_slot", map[string]any{"turn_instance_id": "never-began"})
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "(refused)")
+	require.Contains(t, text(res), "do not spend for this turn")
+
+	// gate_closed: no tool answers or cancels a gate, so the agent's own client cancels one an
+	// owner already answered, and the advice is what a tool would say.
+	g := ok[mcp.GateOut](t, cs, "gate_ask", map[string]any{"question": "Ship the parser?"})
+	cancel := func(c *client.Client, key string) error {
+		_, err := c.Do(ctx, client.Request{Method: http.MethodPost, Path: client.GoalPath("demo", "gates", strconv.FormatInt(g.Gate.ID, 10), "cancel"),
+			Body: api.CancelBody{}, IdempotencyKey: key})
+		return err
+	}
+	// First, while it is open, an agent that did not ask it may not cancel it: forbidden,
+	// and not called closed.
+	other, err := b.st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "demo", AgentID: "cursor", Meta: setupMeta})
+	require.NoError(t, err)
+	err = cancel(b.client(other.Token), "k-open")
+	var ae *api.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, api.CodeForbidden, ae.Code)
+	advice := mcp.Explain(mcp.Options{API: b.client(other.Token), GoalID: "demo", AgentID: "cursor"}, "gate_cancel", err)
+	require.NotContains(t, advice, gateClosed)
+	require.Contains(t, advice, "may not do this")
+	_, err = b.st.AnswerGate(ctx, store.AnswerGateParams{GoalID: "demo", GateID: g.Gate.ID, Answer: "approve",
+		AnsweredBy: b.ownerID, Meta: store.Meta{Actor: b.ownerID, Surface: "chat"}})
+	require.NoError(t, err)
+	err = cancel(opts.API.(*client.Client), "k-closed")
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, store.ReasonGateClosed, ae.Reason)
+	advice = mcp.Explain(opts, "gate_cancel", err)
+	require.Contains(t, advice, gateClosed)
+	require.Contains(t, advice, "gate_list")
+
+	// A gate asked for a finished todo is refused for another reason; its message names a
+	// gate, and the advice does not call any gate closed.
+	done, err := b.st.AddTodo(ctx, store.AddTodoParams{GoalID: "demo", Text: "already shipped", Meta: setupMeta})
+	require.NoError(t, err)
+	fin := store.TodoDone
+	_, err = b.st.UpdateTodo(ctx, store.UpdateTodoParams{GoalID: "demo", TodoID: done.ID, Version: done.Version, Status: &fin, Meta: setupMeta})
+	require.NoError(t, err)
+	res = call(t, cs, "gate_ask", map[string]any{"question": "Ship it again?", "todo_id": done.ID})
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "(refused)")
+	require.Contains(t, text(res), "a gate cannot block it")
+	require.NotContains(t, text(res), gateClosed)
+	require.Contains(t, text(res), "the current state does not allow this")
+
+	// The words of a message decide nothing: a forbidden answer that says "belongs to goal"
+	// without the reason gets the plain advice.
+	advice = mcp.Explain(opts, "should_run", &api.Error{Status: http.StatusForbidden, Code: api.CodeForbidden,
+		Message: `this agent token belongs to goal "x"`})
+	require.NotContains(t, advice, "belongs to another goal or agent")
+	require.Contains(t, advice, "may not do this")
 }
 
 func TestResourcesAndPrompt(t *testing.T) {

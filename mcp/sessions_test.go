@@ -50,8 +50,9 @@ func heapMiB() float64 {
 // after 900) holds the heap flat: sessions share their templates and tool schemas, and past
 // the bound per agent the oldest idle one is closed. When every session of the agent is busy,
 // a new one is refused with a message that says why, and other agents keep working.
+//
+// Not parallel: the heap is measured, and the package's parallel tests start only after it.
 func TestSessionsAreBoundedPerAgentAndShareTheirParts(t *testing.T) {
-	t.Parallel()
 	b := setup(t)
 	reg := prometheus.NewRegistry()
 	h, err := mcp.Handler(mcp.HandlerOptions{API: b.api, Registry: reg})
@@ -76,7 +77,7 @@ func TestSessionsAreBoundedPerAgentAndShareTheirParts(t *testing.T) {
 	}
 	after := heapMiB()
 	t.Logf("heap %.1f MiB before, %.1f MiB after 2,000 more sessions", before, after)
-	require.Less(t, after-before, 16.0, "the heap grows with sessions")
+	require.Less(t, after-before, 32.0, "the heap grows with sessions (0.8 MiB each before sessions shared their parts)")
 	require.LessOrEqual(t, h.Sessions(), mcp.DefaultMaxSessionsPerAgent)
 	require.Equal(t, float64(mcp.DefaultMaxSessionsPerAgent), gaugeValue(t, reg, "loopx_mcp_sessions"))
 

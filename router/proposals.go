@@ -74,7 +74,7 @@ func (c *Chat) clickProposal(ctx context.Context, tx *store.Tx, a CardAction, cl
 	} else {
 		res, err = k.Cancel(ctx, who, meta, p.ID)
 	}
-	if errors.Is(err, store.ErrRefused) {
+	if errors.Is(err, store.ErrForbidden) {
 		return c.proposalToast(lang, "error", "not_allowed", c.cards.Proposals.WhoMay(lang, p.Need), "")
 	}
 	if err != nil {

@@ -506,6 +506,8 @@ func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang strin
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			return c.toast(lang, "warning", "outdated", "")
+		case errors.Is(err, store.ErrForbidden):
+			return c.toast(lang, "error", "not_owner", "")
 		case errors.Is(err, store.ErrRefused):
 			fresh, lerr := store.GetGateByID(ctx, tx, g.ID)
 			if lerr == nil && fresh.Status != store.GateOpen {

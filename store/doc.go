@@ -29,10 +29,15 @@
 //     stall gate.
 //   - Rules the chat's fast path applies in SQL (who may message a goal: loopx_role; which
 //     agent a message reaches: loopx_message_agent) are SQL functions every path calls.
-//   - Refusals that an operation decides (a non-owner answering a gate, a spend that is not
-//     owed) return ErrRefused and leave an audit row with allowed=false; so do conflicts
+//   - Refusals that an operation decides return ErrForbidden when the caller may not do it
+//     (a non-owner answering a gate, an agent cancelling a gate it did not ask) and ErrRefused
+//     when the state does not allow it (a spend that is not owed, an answer to a closed gate);
+//     both leave an audit row with allowed=false and outcome refused; so do conflicts
 //     (ErrConflict) and bounds (ErrFull) of people's and agents' operations, each with its
-//     outcome. Operations that change a record keep each field's before and after in the
+//     outcome.
+//   - Errors are of one kind of the table in kinds.go (ErrorKinds: sentinel, API code, HTTP
+//     status, CLI exit code), which every surface reads; an error a program must tell apart
+//     from others of its kind carries a Reason constant. Operations that change a record keep each field's before and after in the
 //     audit detail ("changes"), runner secrets redacted.
 //   - Runner secrets (a webhook's secret, the values of an exec agent's env) are never stored
 //     in clear: they are sealed (AES-256-GCM, bound to goal, agent and name) with the

@@ -9,14 +9,20 @@ import (
 )
 
 // Sentinel errors. Callers test them with errors.Is; nobody outside store inspects pgx errors.
+// Each is one row of the table of error kinds (kinds.go), which says how every surface
+// reports it.
 var (
 	// ErrNotFound: the row the operation names does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrForbidden: the caller may not do this, whatever the state (a gate answered by
+	// someone who is not an owner, a gate cancelled by an agent that did not ask it, a change
+	// proposed or confirmed by someone without the role it needs).
+	ErrForbidden = errors.New("forbidden")
 	// ErrConflict: the state changed under the caller (stale version, claim held by another
 	// agent, a live turn already open, an idempotency key reused with another request).
 	ErrConflict = errors.New("conflict")
 	// ErrRefused: the state does not allow the operation (spend on a skipped turn, answer to a
-	// closed gate). The CLI maps it to exit code 1.
+	// closed gate).
 	ErrRefused = errors.New("refused")
 	// ErrInvalid: the input breaks a rule the database enforces (check constraint, bad id).
 	ErrInvalid = errors.New("invalid")
@@ -28,7 +34,11 @@ var (
 type Error struct {
 	Kind  error  // one of the sentinels above
 	Field string // the input field at fault, when there is one
-	Msg   string
+	// Reason, when set, is one of the Reason constants: which case of Kind this is, for
+	// programs that must tell cases apart (the API's "reason" member). Callers switch on it,
+	// never on Msg.
+	Reason string
+	Msg    string
 }
 
 func (e *Error) Error() string {
@@ -43,6 +53,15 @@ func (e *Error) Unwrap() error { return e.Kind }
 // Errorf builds an *Error of the given kind.
 func Errorf(kind error, field, format string, args ...any) error {
 	return &Error{Kind: kind, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// because sets the reason of err's *Error (as Errorf and refuse build it) and returns err.
+func because(reason string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		e.Reason = reason
+	}
+	return err
 }
 
 // mapErr turns driver errors into sentinels so callers never import pgx to check them. The

@@ -291,7 +291,8 @@ const (
 )
 
 // AnswerGate answers an open gate. Only an owner of the goal may answer; anyone else gets
-// ErrRefused and an audit row with allowed=false. Answer is "approve", "reject" or one of the
+// ErrForbidden and an audit row with allowed=false. A gate no longer open is ErrRefused with
+// ReasonGateClosed. Answer is "approve", "reject" or one of the
 // gate's options, and is stored as given. "approve" approves and "reject" rejects (on a stall
 // gate, "continue" approves and "pause" rejects); any other option leaves the gate answered
 // (GateAnswered): it no longer blocks, and the asking agent reads the option. Approving or
@@ -327,14 +328,14 @@ func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error
 			return Gate{}, Audit{}, err
 		}
 		if !role.AtLeast(RoleOwner) {
-			return Gate{}, Audit{}, refuse(ErrRefused, "answered_by",
+			return Gate{}, Audit{}, refuse(ErrForbidden, "answered_by",
 				fmt.Sprintf("%s is not an owner of goal %q; only its owners may answer gates", p.AnsweredBy, goal.ID),
 				goal.ID, GateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy, "answer": p.Answer})
 		}
 		if g.Status != GateOpen {
-			return Gate{}, Audit{}, refuse(ErrRefused, "gate_id",
+			return Gate{}, Audit{}, because(ReasonGateClosed, refuse(ErrRefused, "gate_id",
 				fmt.Sprintf("gate %d is already %s by %s", g.ID, g.Status, orWhom(g.AnsweredBy)),
-				goal.ID, GateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy})
+				goal.ID, GateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy}))
 		}
 		if p.CardVersion != 0 && p.CardVersion != g.CardVersion {
 			return Gate{}, Audit{}, Errorf(ErrConflict, "card_version",
@@ -403,8 +404,9 @@ func unblockTodo(ctx context.Context, tx DB, g Gate, now time.Time) error {
 	return nil
 }
 
-// CancelGate withdraws an open question gate; only the agent that asked may. The blocked todo
-// reopens. Stall gates are answered by owners, never cancelled.
+// CancelGate withdraws an open question gate; only the agent that asked may (else
+// ErrForbidden, audited). The blocked todo reopens. Stall gates are answered by owners, never
+// cancelled. A gate no longer open is ErrRefused with ReasonGateClosed.
 func (s *Store) CancelGate(ctx context.Context, p CancelGateParams) (Gate, error) {
 	if err := checkID("goal_id", p.GoalID); err != nil {
 		return Gate{}, err
@@ -418,12 +420,12 @@ func (s *Store) CancelGate(ctx context.Context, p CancelGateParams) (Gate, error
 			return Gate{}, Audit{}, err
 		}
 		if g.AgentID != p.AgentID || g.Kind != GateKindQuestion {
-			return Gate{}, Audit{}, refuse(ErrRefused, "agent_id",
+			return Gate{}, Audit{}, refuse(ErrForbidden, "agent_id",
 				fmt.Sprintf("gate %d was not asked by agent %q; only the asking agent may cancel it", g.ID, p.AgentID),
 				g.GoalID, GateTarget(g.ID), map[string]any{"agent_id": p.AgentID})
 		}
 		if g.Status != GateOpen {
-			return Gate{}, Audit{}, Errorf(ErrRefused, "gate_id", "gate %d is already %s", g.ID, g.Status)
+			return Gate{}, Audit{}, because(ReasonGateClosed, Errorf(ErrRefused, "gate_id", "gate %d is already %s", g.ID, g.Status))
 		}
 		out, err := closeGate(ctx, tx, g, GateCancelled, "", "", "", now)
 		if err != nil {

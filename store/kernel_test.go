@@ -50,13 +50,21 @@ func rowCounts(t *testing.T, st *store.Store) map[string]int {
 	return out
 }
 
+// requireKind checks err is a *store.Error of kind naming field, with no reason.
 func requireKind(t *testing.T, err error, kind error, field string) {
+	t.Helper()
+	requireReason(t, err, kind, field, "")
+}
+
+// requireReason checks err is a *store.Error of kind naming field, with reason.
+func requireReason(t *testing.T, err error, kind error, field, reason string) {
 	t.Helper()
 	require.Error(t, err)
 	require.ErrorIs(t, err, kind)
 	var se *store.Error
 	require.True(t, errors.As(err, &se), "want *store.Error, got %T: %v", err, err)
 	require.Equal(t, field, se.Field, "error: %v", err)
+	require.Equal(t, reason, se.Reason, "error: %v", err)
 	require.NotEmpty(t, se.Msg)
 }
 
@@ -110,7 +118,7 @@ func TestClaimNeverOverwritesWithoutTransfer(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = st.ClaimTodo(ctx, store.ClaimTodoParams{GoalID: "g", TodoID: td.ID, AgentID: "b", Meta: agentMeta("b")})
-	requireKind(t, err, store.ErrConflict, "todo_id")
+	requireReason(t, err, store.ErrConflict, "todo_id", store.ReasonClaimed)
 	require.Contains(t, err.Error(), `"a"`)
 
 	got, err := st.ClaimTodo(ctx, store.ClaimTodoParams{GoalID: "g", TodoID: td.ID, AgentID: "b", Transfer: true, Meta: agentMeta("b")})
@@ -121,7 +129,7 @@ func TestClaimNeverOverwritesWithoutTransfer(t *testing.T) {
 	_, err = st.ClaimTodo(ctx, store.ClaimTodoParams{GoalID: "g", TodoID: td.ID, AgentID: "b", Lease: time.Minute, Meta: agentMeta("b")})
 	require.NoError(t, err)
 	_, err = st.ClaimTodo(ctx, store.ClaimTodoParams{GoalID: "g", TodoID: td.ID, AgentID: "a", Meta: agentMeta("a")})
-	requireKind(t, err, store.ErrConflict, "todo_id")
+	requireReason(t, err, store.ErrConflict, "todo_id", store.ReasonClaimed)
 	c.Add(2 * time.Minute)
 	got, err = st.ClaimTodo(ctx, store.ClaimTodoParams{GoalID: "g", TodoID: td.ID, AgentID: "a", Meta: agentMeta("a")})
 	require.NoError(t, err)
@@ -153,7 +161,7 @@ func TestUpdateTodoCompareAndSet(t *testing.T) {
 	_, err = st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "g", AgentID: "b", Meta: admin})
 	require.NoError(t, err)
 	_, err = st.UpdateTodo(ctx, store.UpdateTodoParams{GoalID: "g", TodoID: td.ID, AgentID: "b", Version: upd.Version, Text: &text, Meta: agentMeta("b")})
-	requireKind(t, err, store.ErrConflict, "agent_id")
+	requireReason(t, err, store.ErrConflict, "agent_id", store.ReasonClaimed)
 
 	done := store.TodoDone
 	fin, err := st.UpdateTodo(ctx, store.UpdateTodoParams{GoalID: "g", TodoID: td.ID, AgentID: "a", Version: upd.Version, Status: &done, Meta: agentMeta("a")})
@@ -205,7 +213,7 @@ func TestSpendSlotRefusals(t *testing.T) {
 	ctx := t.Context()
 	before := rowCounts(t, st)
 	_, err := st.SpendSlot(ctx, store.SpendSlotParams{GoalID: "g", AgentID: "a", TurnInstanceID: "nope", Meta: agentMeta("a")})
-	requireKind(t, err, store.ErrRefused, "turn_instance_id")
+	requireReason(t, err, store.ErrRefused, "turn_instance_id", store.ReasonNotOwed)
 	after := rowCounts(t, st)
 	require.Equal(t, before["quota_ledger"], after["quota_ledger"])
 	require.Equal(t, before["audit"]+1, after["audit"], "the refusal is audited")
@@ -218,7 +226,7 @@ func TestSpendSlotRefusals(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, turn.LogTail, store.MaxText)
 	_, err = st.SpendSlot(ctx, store.SpendSlotParams{GoalID: "g", AgentID: "a", TurnInstanceID: "t-failed", Meta: agentMeta("a")})
-	requireKind(t, err, store.ErrRefused, "turn_instance_id")
+	requireReason(t, err, store.ErrRefused, "turn_instance_id", store.ReasonNotOwed)
 
 	// Settled for one todo, a spend for another is refused.
 	t1, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "one", Meta: admin})
@@ -230,7 +238,7 @@ func TestSpendSlotRefusals(t *testing.T) {
 	_, err = st.SpendSlot(ctx, store.SpendSlotParams{GoalID: "g", AgentID: "a", TurnInstanceID: "t-ok", TodoID: t1.ID, Meta: agentMeta("a")})
 	require.NoError(t, err)
 	_, err = st.SpendSlot(ctx, store.SpendSlotParams{GoalID: "g", AgentID: "a", TurnInstanceID: "t-ok", TodoID: t2.ID, Meta: agentMeta("a")})
-	requireKind(t, err, store.ErrRefused, "todo_id")
+	requireReason(t, err, store.ErrRefused, "todo_id", store.ReasonNotOwed)
 }
 
 func TestTurnsOneLiveAndExpiry(t *testing.T) {
@@ -248,7 +256,7 @@ func TestTurnsOneLiveAndExpiry(t *testing.T) {
 	require.Len(t, expired, 1)
 	require.Equal(t, store.TurnAbandoned, expired[0].State)
 	_, err = st.SpendSlot(ctx, store.SpendSlotParams{GoalID: "g", AgentID: "a", TurnInstanceID: "t1", Meta: agentMeta("a")})
-	requireKind(t, err, store.ErrRefused, "turn_instance_id")
+	requireReason(t, err, store.ErrRefused, "turn_instance_id", store.ReasonNotOwed)
 
 	_, err = st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "g", AgentID: "a", InstanceID: "t2", Lease: time.Minute, Meta: agentMeta("a")})
 	require.NoError(t, err)
@@ -328,7 +336,7 @@ func TestGateLifecycle(t *testing.T) {
 
 	// Answering again is refused: the gate is closed.
 	_, err = st.AnswerGate(ctx, store.AnswerGateParams{GoalID: "g", GateID: g.ID, Answer: "reject", AnsweredBy: owner, Meta: store.Meta{Actor: owner, Surface: "chat"}})
-	requireKind(t, err, store.ErrRefused, "gate_id")
+	requireReason(t, err, store.ErrRefused, "gate_id", store.ReasonGateClosed)
 
 	// Reject keeps the todo blocked; cancel by another agent is refused; cancel by the asker reopens.
 	g2, err := st.AskGate(ctx, store.AskGateParams{GoalID: "g", AgentID: "a", Question: "again?", TodoID: td.ID, Meta: agentMeta("a")})
@@ -345,10 +353,12 @@ func TestGateLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, g3.TodoID)
 	_, err = st.CancelGate(ctx, store.CancelGateParams{GoalID: "g", GateID: g3.ID, AgentID: "b", Meta: agentMeta("b")})
-	requireKind(t, err, store.ErrRefused, "agent_id")
+	requireKind(t, err, store.ErrForbidden, "agent_id")
 	c3, err := st.CancelGate(ctx, store.CancelGateParams{GoalID: "g", GateID: g3.ID, AgentID: "a", Meta: agentMeta("a")})
 	require.NoError(t, err)
 	require.Equal(t, store.GateCancelled, c3.Status)
+	_, err = st.CancelGate(ctx, store.CancelGateParams{GoalID: "g", GateID: g3.ID, AgentID: "a", Meta: agentMeta("a")})
+	requireReason(t, err, store.ErrRefused, "gate_id", store.ReasonGateClosed)
 
 	gates, err := st.ListGates(ctx, store.ListGatesParams{GoalID: "g"})
 	require.NoError(t, err)
@@ -366,7 +376,7 @@ func TestNonOwnerGateAnswerRefusedAndAudited(t *testing.T) {
 	require.NoError(t, err)
 	before := rowCounts(t, st)
 	_, err = st.AnswerGate(ctx, store.AnswerGateParams{GoalID: "g", GateID: g.ID, Answer: "approve", AnsweredBy: "ou_member1", Meta: store.Meta{Actor: "ou_member1", Surface: "chat"}})
-	requireKind(t, err, store.ErrRefused, "answered_by")
+	requireKind(t, err, store.ErrForbidden, "answered_by")
 	after := rowCounts(t, st)
 	require.Equal(t, before["audit"]+1, after["audit"])
 	before["audit"]++
@@ -380,6 +390,7 @@ func TestNonOwnerGateAnswerRefusedAndAudited(t *testing.T) {
 	require.NoError(t, err)
 	last := audits[len(audits)-1]
 	require.False(t, last.Allowed)
+	require.Equal(t, store.OutcomeRefused, last.Outcome, "a permission refusal is audited as it always was")
 	require.Equal(t, "gate.answer", last.Action)
 	require.Equal(t, "ou_member1", last.Actor)
 	require.Equal(t, fmt.Sprintf("gate:%d", g.ID), last.Target)
@@ -409,7 +420,7 @@ func TestStallGateRejectStopsGoal(t *testing.T) {
 		return err
 	}))
 	_, err = st.CancelGate(ctx, store.CancelGateParams{GoalID: "g", GateID: g.ID, AgentID: "a", Meta: agentMeta("a")})
-	requireKind(t, err, store.ErrRefused, "agent_id")
+	requireKind(t, err, store.ErrForbidden, "agent_id")
 	_, err = st.AnswerGate(ctx, store.AnswerGateParams{GoalID: "g", GateID: g.ID, Answer: store.StallPause, AnsweredBy: owner, Meta: store.Meta{Actor: owner, Surface: "card"}})
 	require.NoError(t, err)
 	got, err := st.GetGate(ctx, "g", g.ID)

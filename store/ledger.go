@@ -123,9 +123,9 @@ func spentAfter(ctx context.Context, db DB, e LedgerEntry, goal Goal, now time.T
 // SpendSlot debits one slot for a turn that ran, exactly once: the turn's row is locked and a
 // unique index allows one slot_spent per turn, so of concurrent spends one debits and the
 // others (and any later retry) return the same receipt with Replayed set. A live turn ends as
-// ok ("settled"). Refused (ErrRefused): a turn that should-run skipped, an unknown turn, a
-// turn that failed or was abandoned, a todo other than the turn's, or a turn already settled
-// for another todo.
+// ok ("settled"). Refused (ErrRefused with ReasonNotOwed): a turn that should-run skipped, an
+// unknown turn, a turn that failed or was abandoned, a todo other than the turn's, or a turn
+// already settled for another todo.
 func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt, error) {
 	if err := checkID("goal_id", p.GoalID); err != nil {
 		return SpendReceipt{}, err
@@ -159,8 +159,8 @@ func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt,
 		switch {
 		case err == nil:
 			if p.TodoID != 0 && prev.TodoID != p.TodoID {
-				return SpendReceipt{}, Audit{}, refuse(ErrRefused, "todo_id",
-					fmt.Sprintf("turn %s is already settled for todo %d", t.InstanceID, prev.TodoID), p.GoalID, TurnTarget(t.ID), nil)
+				return SpendReceipt{}, Audit{}, because(ReasonNotOwed, refuse(ErrRefused, "todo_id",
+					fmt.Sprintf("turn %s is already settled for todo %d", t.InstanceID, prev.TodoID), p.GoalID, TurnTarget(t.ID), nil))
 			}
 			// A retry answers the original receipt, so spent_slots is the count the spend
 			// recorded, not one recomputed at a clock that may read earlier than the spend.
@@ -174,14 +174,14 @@ func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt,
 			return SpendReceipt{}, Audit{}, fmt.Errorf("read spend: %w", mapErr(err))
 		}
 		if t.State == TurnFailed || t.State == TurnAbandoned {
-			return SpendReceipt{}, Audit{}, refuse(ErrRefused, "turn_instance_id",
-				fmt.Sprintf("turn %s ended %s; only a turn that completed is spent", t.InstanceID, t.State), p.GoalID, TurnTarget(t.ID), nil)
+			return SpendReceipt{}, Audit{}, because(ReasonNotOwed, refuse(ErrRefused, "turn_instance_id",
+				fmt.Sprintf("turn %s ended %s; only a turn that completed is spent", t.InstanceID, t.State), p.GoalID, TurnTarget(t.ID), nil))
 		}
 		todoID := p.TodoID
 		if t.TodoID != 0 && todoID != 0 && t.TodoID != todoID {
-			return SpendReceipt{}, Audit{}, refuse(ErrRefused, "todo_id",
+			return SpendReceipt{}, Audit{}, because(ReasonNotOwed, refuse(ErrRefused, "todo_id",
 				fmt.Sprintf("turn %s was opened for todo %d, not %d; spend for the todo it worked on", t.InstanceID, t.TodoID, todoID),
-				p.GoalID, TurnTarget(t.ID), nil)
+				p.GoalID, TurnTarget(t.ID), nil))
 		}
 		if todoID == 0 {
 			todoID = t.TodoID
@@ -217,16 +217,16 @@ func unknownTurnRefusal(ctx context.Context, tx DB, p SpendSlotParams) error {
 	err := tx.QueryRow(ctx, `SELECT coalesce(body->>'state', '') FROM receipt WHERE key = $1`,
 		HeartbeatKey(p.GoalID, p.AgentID, p.TurnInstanceID)).Scan(&state)
 	if err == nil {
-		return refuse(ErrRefused, "turn_instance_id",
+		return because(ReasonNotOwed, refuse(ErrRefused, "turn_instance_id",
 			fmt.Sprintf("turn %s was skipped by should-run (state %s); a skip never spends", p.TurnInstanceID, state),
-			p.GoalID, TurnInstanceTarget(p.TurnInstanceID), nil)
+			p.GoalID, TurnInstanceTarget(p.TurnInstanceID), nil))
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("read heartbeat receipt: %w", mapErr(err))
 	}
-	return refuse(ErrRefused, "turn_instance_id",
+	return because(ReasonNotOwed, refuse(ErrRefused, "turn_instance_id",
 		fmt.Sprintf("no turn %s of agent %s on goal %s; spend only for a turn that should-run began", p.TurnInstanceID, p.AgentID, p.GoalID),
-		p.GoalID, TurnInstanceTarget(p.TurnInstanceID), nil)
+		p.GoalID, TurnInstanceTarget(p.TurnInstanceID), nil))
 }
 
 // RefreshState appends a quota-neutral state_refreshed row holding the next action, which the

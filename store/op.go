@@ -38,7 +38,7 @@ type refusal struct {
 func (r *refusal) Error() string { return r.err.Error() }
 func (r *refusal) Unwrap() error { return r.err }
 
-// refuse builds a refusal of kind ErrRefused (or another kind) with its audit detail.
+// refuse builds a refusal of kind ErrRefused or ErrForbidden with its audit detail.
 func refuse(kind error, field, msg, goalID, target string, detail map[string]any) error {
 	d, _ := json.Marshal(detail)
 	return &refusal{
@@ -65,7 +65,8 @@ type replayMarker interface {
 //   - Same key, same request: the stored result, even while the first call is still in
 //     flight (the retry waits for it and then reads its receipt), and nothing is written.
 //   - Same key, another request: ErrConflict naming idempotency_key.
-//   - A refusal (ErrRefused from refuse) rolls the operation back but keeps its audit row.
+//   - A refusal (ErrRefused or ErrForbidden from refuse) rolls the operation back but keeps
+//     its audit row.
 //
 // On a Store joined to a transaction (In), the operation runs under a savepoint of it and a
 // refusal's audit row is written in the outer transaction.
@@ -154,7 +155,10 @@ func refusedOutcome(err error) string {
 		return OutcomeConflict
 	case errors.Is(err, ErrFull):
 		return OutcomeFull
-	case errors.Is(err, ErrRefused):
+	case errors.Is(err, ErrRefused), errors.Is(err, ErrForbidden):
+		// An operation that refuses a person or agent who may not act (ErrForbidden) has
+		// always been audited as refused; OutcomeForbidden stays the API's refusal of a token
+		// outside its scope, decided before any operation runs.
 		return OutcomeRefused
 	}
 	return ""

@@ -336,7 +336,7 @@ func SetAgentSettings(ctx context.Context, tx *Tx, goalID, agentID string, a Age
 
 // Refuse is the error an operation run by Do returns to refuse: the operation is rolled
 // back, its audit row (allowed=false, with detail) is kept, and the caller gets an *Error of
-// kind (ErrRefused, usually) naming field.
+// kind (ErrForbidden or ErrRefused) naming field.
 func Refuse(kind error, field, msg, goalID, target string, detail map[string]any) error {
 	return refuse(kind, field, msg, goalID, target, detail)
 }

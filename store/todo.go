@@ -213,8 +213,8 @@ func (s *Store) ClaimTodo(ctx context.Context, p ClaimTodoParams) (Todo, error) 
 		prev := t.ClaimedBy
 		held := prev != "" && prev != p.AgentID && (t.LeaseExpiresAt == nil || t.LeaseExpiresAt.After(now))
 		if held && !p.Transfer {
-			return Todo{}, Audit{}, Errorf(ErrConflict, "todo_id",
-				"todo %d is claimed by agent %q; pass transfer to take it over explicitly", t.ID, prev)
+			return Todo{}, Audit{}, because(ReasonClaimed, Errorf(ErrConflict, "todo_id",
+				"todo %d is claimed by agent %q; pass transfer to take it over explicitly", t.ID, prev))
 		}
 		var lease any
 		if p.Lease > 0 {
@@ -275,8 +275,8 @@ func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error
 				"todo %d is at version %d, not %d; read it again and retry", t.ID, t.Version, p.Version)
 		}
 		if p.AgentID != "" && t.ClaimedBy != "" && t.ClaimedBy != p.AgentID {
-			return Todo{}, Audit{}, Errorf(ErrConflict, "agent_id",
-				"todo %d is claimed by agent %q; only its holder may change it", t.ID, t.ClaimedBy)
+			return Todo{}, Audit{}, because(ReasonClaimed, Errorf(ErrConflict, "agent_id",
+				"todo %d is claimed by agent %q; only its holder may change it", t.ID, t.ClaimedBy))
 		}
 		before := t
 		if p.Text != nil {

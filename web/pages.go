@@ -151,14 +151,12 @@ func (s *Server) propose(ctx context.Context, w http.ResponseWriter, r *http.Req
 	s.formError(w, r, ss, g.ID, err)
 }
 
-// formError shows the goal page again with why the form was refused.
+// formError shows the goal page again with why the form was refused, answered with the
+// status of the error's kind; one the person may not make says so on the page it came from.
 func (s *Server) formError(w http.ResponseWriter, r *http.Request, ss *session, goalID string, err error) {
-	if errors.Is(err, store.ErrRefused) {
-		var se *store.Error
-		if errors.As(err, &se) && se.Field == "" {
-			back(w, r, "/web/goals/"+goalID, "not_allowed", "owners", "")
-			return
-		}
+	if errors.Is(err, store.ErrForbidden) {
+		back(w, r, "/web/goals/"+goalID, "not_allowed", "owners", "")
+		return
 	}
 	var se *store.Error
 	if !errors.As(err, &se) {
@@ -172,7 +170,7 @@ func (s *Server) formError(w http.ResponseWriter, r *http.Request, ss *session, 
 		return
 	}
 	v.Flash, v.FlashKind = s.pages.Word(v.Lang, "flash_invalid", se.Error()), "warn"
-	s.render(w, http.StatusUnprocessableEntity, name, v)
+	s.render(w, pageStatus(err), name, v)
 }
 
 func (s *Server) showNotFound(w http.ResponseWriter, r *http.Request, ss *session) {
@@ -273,7 +271,7 @@ func (s *Server) settle(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	path := "/web/proposals/" + strconv.FormatInt(p.ID, 10)
 	res, err := op(ctx, ss.person(s.admins), ss.meta(r), p.ID)
-	if errors.Is(err, store.ErrRefused) {
+	if errors.Is(err, store.ErrForbidden) {
 		need := "owners"
 		if p.Need == store.RoleAdmin {
 			need = "admins"
@@ -319,7 +317,7 @@ func (s *Server) answerGate(ctx context.Context, w http.ResponseWriter, r *http.
 	switch {
 	case err == nil:
 		back(w, r, "/web/goals/"+g.ID, "answered", out.Status, frag)
-	case errors.Is(err, store.ErrRefused) && errors.As(err, &se) && se.Field == "answered_by":
+	case errors.Is(err, store.ErrForbidden):
 		back(w, r, "/web/goals/"+g.ID, "not_allowed", "owners", frag)
 	case errors.As(err, &se):
 		s.formError(w, r, ss, g.ID, err)

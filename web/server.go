@@ -313,12 +313,18 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, v *view)
 func (s *Server) notFound(v *view) (string, int, error) {
 	v.Heading, v.Message = s.pages.Word(v.Lang, "not_found_heading"), s.pages.Word(v.Lang, "not_found")
 	v.Title = v.Heading
-	return "notice", http.StatusNotFound, nil
+	return "notice", pageStatus(store.ErrNotFound), nil
 }
 
+// pageStatus is the status of a page that answers err: its kind's, from the table of error
+// kinds (store.ErrorKinds), as the API answers it.
+func pageStatus(err error) int { return store.KindOf(err).Status }
+
+// fail answers an error the page cannot show as an answer (the database, a failure of the
+// server) with the status of its kind: 503 while the database cannot be reached, else 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.ErrorContext(r.Context(), "workspace request failed", "path", r.URL.Path, "err", err)
-	http.Error(w, "the workspace could not answer; try again", http.StatusInternalServerError)
+	http.Error(w, "the workspace could not answer; try again", pageStatus(err))
 }
 
 // signInPrompt answers a page asked for without a session. A link followed from Lark is a

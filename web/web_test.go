@@ -277,6 +277,37 @@ func TestHomeListsTheGateAndTheOwnerAnswersIt(t *testing.T) {
 	require.Contains(t, body, "Gate approved.")
 }
 
+// A form refused answers with its error kind's status: a person who may not make the change
+// is sent back with "not allowed"; a gate that is no longer open shows the goal page again
+// with why, answered as the API answers it (409).
+func TestFormErrorsAnswerWithTheirKind(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	br := b.signIn(t, owner)
+	mb := b.signIn(t, member)
+	gates, err := b.st.ListGates(t.Context(), store.ListGatesParams{GoalID: "docs"})
+	require.NoError(t, err)
+	gatePath := "/web/goals/docs/gates/" + itoa(gates[0].ID) + "/answer"
+
+	form := url.Values{"kind": {"goal.pause"}}
+	status, loc := mb.post("/web/goals/docs/proposals", form)
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, loc, "m=not_allowed")
+	status, loc = br.post("/web/goals/docs/proposals", url.Values{"kind": {"goal.pause"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Regexp(t, `^/web/proposals/\d+$`, loc)
+	status, back := mb.post(loc+"/confirm", url.Values{})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, back, "m=not_allowed")
+
+	status, _ = br.post(gatePath, url.Values{"answer": {"approve"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	status, body := br.post(gatePath, url.Values{"answer": {"reject"}})
+	refused, _ := store.KindByCode(store.CodeRefused)
+	require.Equal(t, refused.Status, status)
+	require.Contains(t, body, "is already approved")
+}
+
 func TestBudgetPreviewConfirmAndStale(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -11,6 +11,8 @@
 // and nothing else reads LOOPX_URL, LOOPX_TOKEN, LOOPX_SANDBOX_URL or LOOPX_SANDBOX_TOKEN. The
 // admin token kept under LOOPX_HOME is sent only to this machine's serve.
 //
-// CLI exit codes: 0 ok; 1 refused by the state (conflict, refused, forbidden); 2 usage or
-// validation error (bad flags, invalid input, unknown goal); 3 server unreachable or failing.
+// CLI exit codes: 0 ok; 1 refused by the state or not allowed (conflict, refused, full,
+// forbidden); 2 usage or validation error (bad flags, invalid input, unknown goal); 3 server
+// unreachable or failing. An API error's exit code is its kind's in the table of error kinds
+// (store.ErrorKinds).
 package main

@@ -16,17 +16,19 @@ import (
 	"loopx/api/client"
 	"loopx/hosts/project"
 	"loopx/server"
+	"loopx/store"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-// Exit codes of the CLI.
+// Exit codes of the CLI: the table of error kinds (store.ErrorKinds) gives each API error
+// its code; the CLI's own failures (flags, a server that does not answer) use the same ones.
 const (
-	exitOK          = 0
-	exitRefused     = 1 // the state refused: conflict, refused, forbidden
-	exitUsage       = 2 // bad flags or input, unknown goal
-	exitUnreachable = 3 // the server could not be reached or failed
+	exitOK          = store.ExitOK
+	exitRefused     = store.ExitRefused     // refused by the state or not allowed: conflict, refused, full, forbidden
+	exitUsage       = store.ExitUsage       // bad flags or input, unknown goal
+	exitUnreachable = store.ExitUnreachable // the server could not be reached or failed
 )
 
 func main() {
@@ -182,18 +184,10 @@ func (a *app) report(err error) int {
 	return exitRefused
 }
 
-// exitCodeFor maps an API error code to the CLI's exit code.
+// exitCodeFor is the exit code the table of error kinds gives an API error (a code this
+// build does not know is judged by its status).
 func exitCodeFor(e *api.Error) int {
-	switch e.Code {
-	case api.CodeConflict, api.CodeRefused, api.CodeFull, api.CodeForbidden:
-		return exitRefused
-	case api.CodeInternal:
-		return exitUnreachable
-	}
-	if e.Status >= 500 {
-		return exitUnreachable
-	}
-	return exitUsage
+	return store.KindOfAnswer(e.Code, e.Status).Exit
 }
 
 func isCobraUsage(err error) bool {
