@@ -83,7 +83,6 @@ func scanTurn(row pgx.Row) (Turn, error) {
 	return t, err
 }
 
-
 func checkOpenTurn(p OpenTurnParams) error {
 	if err := checkID("goal_id", p.GoalID); err != nil {
 		return err
