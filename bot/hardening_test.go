@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,4 +164,49 @@ func TestGateway5xxWithCodeZeroIsRetried(t *testing.T) {
 		texts = append(texts, m.Text())
 	}
 	require.Equal(t, []string{"after the storm"}, texts, "the message reached the chat once")
+}
+
+// Validly signed callbacks whose fields have the wrong types (a fuzzer's, never Lark's) or
+// whose ids are absurdly long can never be handled: each is acknowledged 200, logged and
+// counted, never answered 5xx for Lark to redeliver, and nothing is written.
+func TestWrongTypedSignedCallbacksAreAcknowledged(t *testing.T) {
+	t.Parallel()
+	e := setup(t, bundleOpts{transport: bot.TransportHTTP, realRouter: true})
+	head := func(id, typ string) string {
+		return `"schema":"2.0","header":{"event_id":"` + id + `","token":"` + testToken + `","create_time":"1","event_type":"` + typ + `","tenant_key":"t","app_id":"` + e.sb.AppID() + `"}`
+	}
+	msg := func(id, message string) string {
+		return `{` + head(id, "im.message.receive_v1") + `,"event":{"sender":{"sender_id":{"open_id":"ou_owner"},"sender_type":"user"},"message":` + message + `}}`
+	}
+	card := func(id, event string) string {
+		return `{` + head(id, "card.action.trigger") + `,"event":` + event + `}`
+	}
+	long := strings.Repeat("c", 300000)
+	cases := map[string]struct{ body, kind string }{
+		"mentions a string":     {msg("ev1", `{"message_id":"om_1","chat_id":"oc_1","chat_type":"group","message_type":"text","content":"{\"text\":\"hi\"}","mentions":"x"}`), "malformed"},
+		"message a string":      {msg("ev2", `"str"`), "malformed"},
+		"chat_id a number":      {msg("ev3", `{"message_id":"om_3","chat_id":7,"chat_type":"group","message_type":"text","content":"{}"}`), "malformed"},
+		"a huge chat_id":        {msg("ev4", `{"message_id":"om_4","chat_id":"`+long+`","chat_type":"p2p","message_type":"text","content":"{\"text\":\"hi\"}"}`), "unusable"},
+		"header token a number": {`{"schema":"2.0","header":{"event_id":"ev5","token":5,"event_type":"im.message.receive_v1"},"event":{}}`, "malformed"},
+		"operator a string":     {card("ev6", `{"operator":"x","token":"t","action":{"value":{}},"context":{"open_chat_id":"oc_1"}}`), "malformed"},
+		"context a string":      {card("ev7", `{"operator":{"open_id":"ou_owner"},"token":"t","context":"x"}`), "malformed"},
+		"action.value a string": {card("ev8", `{"operator":{"open_id":"ou_owner"},"token":"t","action":{"value":"x"}}`), "malformed"},
+		"card token a number":   {card("ev9", `{"operator":{"open_id":"ou_owner"},"token":123,"action":{"value":{}}}`), "malformed"},
+	}
+	want := map[string]float64{}
+	for name, c := range cases {
+		path := "/lark/events"
+		if strings.Contains(c.body, "card.action.trigger") {
+			path = "/lark/cards"
+		}
+		status, body, err := e.sb.PushHTTP(t.Context(), e.srvURL+path, []byte(c.body))
+		require.NoError(t, err, name)
+		require.Equal(t, http.StatusOK, status, "%s: %s", name, body)
+		want[c.kind]++
+	}
+	for kind, n := range want {
+		require.Equal(t, n, e.counter("loopx_lark_events_rejected_total", map[string]string{"transport": "http", "reason": kind}), kind)
+	}
+	require.Zero(t, e.count(`SELECT count(*) FROM lark_event`))
+	require.Zero(t, e.count(`SELECT count(*) FROM outbox`))
 }

@@ -20,6 +20,8 @@ import (
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher/callback"
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 )
 
 // maxCallbackBody bounds a callback body; Lark events are a few KB.
@@ -63,6 +65,10 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	plain, env, reason, err := in.authenticate(r, body)
+	if errors.Is(err, errVerifiedMalformed) {
+		in.malformed(ctx, w, TransportHTTP, "event", err)
+		return
+	}
 	if err != nil {
 		in.reject(ctx, w, reason, err.Error())
 		return
@@ -74,6 +80,33 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 	if env.Type == "url_verification" {
 		// Lark checks the URL once when it is saved: echo the challenge.
 		writeJSON(w, http.StatusOK, map[string]string{"challenge": env.Challenge})
+		return
+	}
+	// The two events LoopX handles are decoded here, once, into the SDK's types: a verified
+	// event whose fields have the wrong types can never be handled, so it is acknowledged and
+	// counted instead of answered 5xx (which Lark would redeliver for hours). The dispatcher
+	// routes the rest (the events acknowledged and ignored).
+	switch eventType(env) {
+	case eventMessage:
+		var ev larkim.P2MessageReceiveV1
+		if err := json.Unmarshal(plain, &ev); err != nil {
+			in.malformed(ctx, w, TransportHTTP, "message", err)
+			return
+		}
+		if err := in.onMessage(ctx, &ev); err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"msg": "not processed, retry later"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"msg": "success"})
+		return
+	case eventCardAction:
+		var ev callback.CardActionTriggerEvent
+		if err := json.Unmarshal(plain, &ev); err != nil {
+			in.malformed(ctx, w, TransportHTTP, "card", err)
+			return
+		}
+		res, _ := in.onCardAction(ctx, &ev) // never fails: a failure is a toast
+		writeJSON(w, http.StatusOK, res)
 		return
 	}
 	result, err := in.disp.Do(ctx, plain)
@@ -135,6 +168,9 @@ func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, env 
 		if in.cfg.EncryptKey != "" && errors.As(err, &syntax) {
 			return nil, env, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
 		}
+		if signed {
+			return nil, env, "malformed", fmt.Errorf("%w: %v", errVerifiedMalformed, err)
+		}
 		return nil, env, "malformed", errors.New("body is not a JSON event")
 	}
 	if in.cfg.EncryptKey != "" && !signed && env.Type != "url_verification" {
@@ -187,6 +223,22 @@ func clipHeader(v string) string {
 		return v[:40] + "…"
 	}
 	return v
+}
+
+// errVerifiedMalformed marks an event whose signature holds but whose JSON does not fit an
+// event's shape: Lark signed it, so it is acknowledged, never refused or redelivered.
+var errVerifiedMalformed = errors.New("the signed event does not have an event's shape")
+
+// malformed acknowledges a verified event that cannot be decoded (200, so Lark does not
+// redeliver it), logs and counts it. A card click gets a toast saying nothing changed.
+func (in *Intake) malformed(ctx context.Context, w http.ResponseWriter, transport, kind string, err error) {
+	in.m.eventsRejected.WithLabelValues(transport, "malformed").Inc()
+	in.log.WarnContext(ctx, "lark event dropped: its fields do not have the types Lark sends", "kind", kind, "err", err)
+	if kind == "card" {
+		writeJSON(w, http.StatusOK, &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "error", Content: unreadableClick}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"msg": "dropped: malformed event"})
 }
 
 func (in *Intake) reject(ctx context.Context, w http.ResponseWriter, reason, detail string) {

@@ -118,6 +118,15 @@ func NewIntake(cfg Config, h EventHandler, opts IntakeOptions) (*Intake, error) 
 	return in, nil
 }
 
+// The Lark events LoopX handles; the others are acknowledged and ignored.
+const (
+	eventMessage    = "im.message.receive_v1"
+	eventCardAction = "card.action.trigger"
+)
+
+// unreadableClick is the toast of a card click whose callback cannot be read.
+const unreadableClick = "This button could not be read; nothing was changed."
+
 // DefaultMaxCallbackAge is the default window of an HTTP callback's timestamp.
 const DefaultMaxCallbackAge = time.Hour
 
@@ -181,7 +190,7 @@ func (in *Intake) onCardAction(ctx context.Context, ev *callback.CardActionTrigg
 	if err != nil {
 		in.m.eventsRejected.WithLabelValues(tr, "malformed").Inc()
 		in.log.WarnContext(ctx, "lark card action dropped", "err", err)
-		return &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "error", Content: "This button could not be read; nothing was changed."}}, nil
+		return &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "error", Content: unreadableClick}}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, in.timeout)
 	defer cancel()

@@ -70,9 +70,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) CountDuplicate(ctx context.Context, eventType string) {
 	kind := "other"
 	switch eventType {
-	case "im.message.receive_v1":
+	case eventMessage:
 		kind = "message"
-	case "card.action.trigger":
+	case eventCardAction:
 		kind = "card"
 	}
 	m.eventsDup.WithLabelValues(transportOf(ctx), kind).Inc()

@@ -164,6 +164,15 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	if err := store.CheckEventID(store.MessageEventID(m.MessageID)); err != nil {
 		return fmt.Errorf("%w: message_id is too long or not UTF-8 text", ErrUnusable)
 	}
+	ids := map[string]string{"chat_id": m.ChatID, "root_id": m.RootID, "parent_id": m.ParentID,
+		"thread_id": m.ThreadID, "sender_id": m.SenderID}
+	for i, mn := range m.Mentions {
+		ids[fmt.Sprintf("mentions[%d].open_id", i)] = mn.OpenID
+		ids[fmt.Sprintf("mentions[%d].key", i)] = mn.Key
+	}
+	if err := store.CheckLarkIDs(ids); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnusable, err)
+	}
 	// PostgreSQL text cannot hold NUL; a person cannot type one, so it stands for nothing.
 	m.Text = strings.ReplaceAll(m.Text, "\x00", "\uFFFD")
 	if m.SenderIsBot || m.SenderID == "" || m.SenderID == c.opts.BotOpenID {
@@ -416,6 +425,13 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 	}
 	if a.OperatorID == "" {
 		return CardResult{}, store.Errorf(store.ErrInvalid, "operator_id", "is empty; a click needs the clicker's open_id")
+	}
+	if err := store.CheckEventID(a.EventID); err != nil {
+		return CardResult{}, err
+	}
+	if err := store.CheckLarkIDs(map[string]string{"operator_id": a.OperatorID, "chat_id": a.ChatID,
+		"message_id": a.MessageID, "token": a.Token}); err != nil {
+		return CardResult{}, err
 	}
 	var res CardResult
 	var dup bool

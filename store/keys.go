@@ -30,6 +30,24 @@ func CheckEventID(id string) error {
 	return nil
 }
 
+// MaxLarkIDLen bounds every other id Lark sends (chat, message, thread, open_id, card token):
+// Lark's are under 100 characters, and an unbounded one would fail at an index.
+const MaxLarkIDLen = 200
+
+// CheckLarkIDs refuses an id (named by its field) that is longer than MaxLarkIDLen or not
+// UTF-8 text; empty ids pass (the caller says which are required).
+func CheckLarkIDs(ids map[string]string) error {
+	for field, id := range ids {
+		switch {
+		case len(id) > MaxLarkIDLen:
+			return Errorf(ErrInvalid, field, "is %d characters; at most %d", len(id), MaxLarkIDLen)
+		case !utf8.ValidString(id):
+			return Errorf(ErrInvalid, field, "is not valid UTF-8 text")
+		}
+	}
+	return nil
+}
+
 // MessageEventID is the event id of a message event that came without one: Lark names the
 // message id as the stable key of a message.
 func MessageEventID(messageID string) string { return "msg:" + messageID }
