@@ -109,12 +109,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// retryAfterSeconds is what a 503 asks clients and load balancers to wait.
-const retryAfterSeconds = "2"
 
 func writeError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", retryAfterSeconds)
+		w.Header().Set("Retry-After", store.RetryAfterSeconds)
 	}
 	writeJSON(w, e.Status, ErrorBody{Error: e})
 }

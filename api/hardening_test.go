@@ -4,16 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"loopx/api"
@@ -176,74 +173,12 @@ func TestMalformedInputIs4xxAndWritesNothing(t *testing.T) {
 	}
 }
 
-// cutProxy forwards TCP to PostgreSQL until cut: then it drops every connection and refuses
-// new ones, as a database that went away does.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	down   bool
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &cutProxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			down := p.down
-			p.mu.Unlock()
-			if down {
-				c.Close()
-				continue
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); s.Close() }()
-			go func() { _, _ = io.Copy(c, s); c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
 // While the database is unreachable the API answers 503 with Retry-After, never 500, so
 // clients and load balancers back off and retry.
 func TestDatabaseOutageIs503(t *testing.T) {
 	t.Parallel()
-	dbURL := storetest.NewDatabase(t)
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	proxy := newCutProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	q := u.Query()
-	q.Set("connect_timeout", "2")
-	u.RawQuery = q.Encode()
-	pool, err := pgxpool.New(t.Context(), u.String())
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	outage := storetest.NewOutage(t)
+	pool := outage.Pool
 	st := store.New(pool, store.Options{})
 	kit := apitest.New(t, st, apitest.Options{AdminToken: adminToken})
 	srv := httptest.NewServer(kit.API)
@@ -252,7 +187,7 @@ func TestDatabaseOutageIs503(t *testing.T) {
 	b.mustAdmin(t, "POST", "/v1/goals", map[string]any{"goal_id": "g", "title": "G", "owners": []string{"ou_o"}}, 201)
 	agentTok := b.agent(t, "g", "a")
 
-	proxy.cut()
+	outage.Cut()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	for _, c := range []struct {

@@ -143,13 +143,19 @@ type RefusalParams struct {
 	GoalID string
 	Target string // what it was aimed at, e.g. the API route
 	Reason string // why it was refused, as told to the caller
+	// Detail adds facts to the row's detail (beside "refused"): a source, a count.
+	Detail map[string]any
 }
 
 // AuditRefusal records a request refused before any operation ran (an API token used outside
 // its scope): one audit row with allowed=false. Refusals that an operation itself decides are
 // audited by that operation.
 func (s *Store) AuditRefusal(ctx context.Context, m Meta, p RefusalParams) error {
-	detail, err := json.Marshal(map[string]string{"refused": p.Reason})
+	d := map[string]any{"refused": p.Reason}
+	for k, v := range p.Detail {
+		d[k] = v
+	}
+	detail, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode refusal: %w", err)
 	}

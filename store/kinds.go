@@ -27,6 +27,10 @@ const (
 	CodeInternal        = "internal"
 )
 
+// RetryAfterSeconds is what an unavailable answer (503) asks clients and load balancers to
+// wait before they try again, in the Retry-After header of the API and of the workspace.
+const RetryAfterSeconds = "2"
+
 // Exit codes of the loopx CLI.
 const (
 	ExitOK          = 0 // done

@@ -60,6 +60,7 @@ type Server struct {
 	st        *store.Store
 	pages     *templates.Pages
 	proposals cards.ProposalCards
+	signins   *signInGuard
 	admins    map[string]bool
 	mux       *http.ServeMux
 	log       *slog.Logger
@@ -89,7 +90,7 @@ func New(opts Options) (*Server, error) {
 	}
 	opts.BaseURL = strings.TrimRight(opts.BaseURL, "/")
 	s := &Server{
-		opts: opts, st: opts.Store, pages: pages, proposals: opts.Cards.Proposals,
+		opts: opts, st: opts.Store, pages: pages, proposals: opts.Cards.Proposals, signins: newSignInGuard(opts.Now),
 		admins: map[string]bool{}, mux: http.NewServeMux(), log: opts.Logger, subs: map[chan struct{}]struct{}{},
 	}
 	for _, a := range opts.Admins {
@@ -322,9 +323,18 @@ func pageStatus(err error) int { return store.KindOf(err).Status }
 
 // fail answers an error the page cannot show as an answer (the database, a failure of the
 // server) with the status of its kind: 503 while the database cannot be reached, else 500.
+// The page says so in the workspace's language; a 503 carries Retry-After, like the API's.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	s.log.ErrorContext(r.Context(), "workspace request failed", "path", r.URL.Path, "err", err)
-	http.Error(w, "the workspace could not answer; try again", pageStatus(err))
+	status := pageStatus(err)
+	s.log.ErrorContext(r.Context(), "workspace request failed", "path", r.URL.Path, "status", status, "err", err)
+	v := s.baseView(r, nil, s.opts.DefaultLang)
+	v.Heading, v.Message = s.pages.Word(v.Lang, "failed_heading"), s.pages.Word(v.Lang, "failed")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", store.RetryAfterSeconds)
+		v.Heading, v.Message = s.pages.Word(v.Lang, "unavailable_heading"), s.pages.Word(v.Lang, "unavailable")
+	}
+	v.Title = v.Heading
+	s.render(w, status, "notice", v)
 }
 
 // signInPrompt answers a page asked for without a session. A link followed from Lark is a

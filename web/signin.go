@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"loopx/store"
 )
@@ -38,12 +40,55 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "signin", v)
 }
 
+// signInGate checks a sign-in POST before its token is looked at: it must come from a page of
+// this workspace (another site could otherwise sign a victim in as the attacker), and its
+// source must not have spent its attempts. It answers and returns false when it refuses.
+func (s *Server) signInGate(w http.ResponseWriter, r *http.Request) bool {
+	v := s.baseView(r, nil, s.opts.DefaultLang)
+	v.Title = s.pages.Word(v.Lang, "sign_in")
+	switch {
+	case !sameOrigin(r):
+		v.Heading, v.Message = s.pages.Word(v.Lang, "link_bad_heading"), s.pages.Word(v.Lang, "csrf_bad")
+		s.render(w, http.StatusForbidden, "notice", v)
+		return false
+	case !s.signins.allow(source(r)):
+		w.Header().Set("Retry-After", strconv.Itoa(int(signInEvery/time.Second)))
+		v.Heading, v.Message = s.pages.Word(v.Lang, "signin_too_many_heading"), s.pages.Word(v.Lang, "signin_too_many")
+		s.render(w, http.StatusTooManyRequests, "notice", v)
+		return false
+	}
+	return true
+}
+
+// auditRefusedSignIn writes the audit of a refused sign-in, in bulk (signInGuard).
+func (s *Server) auditRefusedSignIn(r *http.Request, action, reason string) {
+	src := source(r)
+	first, earlier := s.signins.refused(src)
+	audit := func(reason string, detail map[string]any) {
+		if err := s.st.AuditRefusal(r.Context(), store.Meta{Actor: "web", Surface: "web"}, store.RefusalParams{
+			Action: action, Target: r.Method + " " + r.URL.Path, Reason: reason, Detail: detail,
+		}); err != nil {
+			s.log.ErrorContext(r.Context(), "audit refused sign-in", "err", err)
+		}
+	}
+	if earlier > 0 {
+		audit("more refused sign-ins in the last minute", map[string]any{"source": src, "count": earlier})
+	}
+	if first {
+		audit(reason, map[string]any{"source": src})
+	}
+}
+
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if !s.signInGate(w, r) {
+		return
+	}
 	token := r.PostFormValue("t")
 	now := s.opts.Now()
 	openID, err := store.UseSignIn(r.Context(), s.st.DB(), token, now)
 	if errors.Is(err, store.ErrNotFound) || len(token) > 128 {
+		s.auditRefusedSignIn(r, "web.signin", "unknown, used or expired sign-in link")
 		v := s.baseView(r, nil, s.opts.DefaultLang)
 		v.Heading, v.Message = s.pages.Word(v.Lang, "link_bad_heading"), s.pages.Word(v.Lang, "signin_how")
 		v.Title = v.Heading
@@ -59,13 +104,12 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) signInAdmin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if !s.signInGate(w, r) {
+		return
+	}
 	tok := r.PostFormValue("token")
 	if s.opts.AdminToken == "" || !store.EqualSecret(tok, s.opts.AdminToken) {
-		if err := s.st.AuditRefusal(r.Context(), store.Meta{Actor: "web", Surface: "web"}, store.RefusalParams{
-			Action: "web.signin.admin", Target: "POST /web/signin/admin", Reason: "wrong admin token",
-		}); err != nil {
-			s.log.ErrorContext(r.Context(), "audit refused sign-in", "err", err)
-		}
+		s.auditRefusedSignIn(r, "web.signin.admin", "wrong admin token")
 		v := s.baseView(r, nil, s.opts.DefaultLang)
 		v.Flash, v.FlashKind = s.pages.Word(v.Lang, "bad_admin_token"), "warn"
 		v.Title = s.pages.Word(v.Lang, "sign_in")

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -401,3 +402,103 @@ func goal(t *testing.T, b *testBundle) store.Goal {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Another site cannot sign a victim in as the attacker: a sign-in POST that a browser marks
+// cross-site (Origin of another host, or Sec-Fetch-Site: cross-site) is refused before its
+// token is looked at, and the link stays unused.
+func TestCrossSiteSignInIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	link := b.link(t, owner)
+	u, err := url.Parse(link)
+	require.NoError(t, err)
+	post := func(path string, form url.Values, header map[string]string) (int, http.Header) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.http.URL+path, strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode, res.Header
+	}
+	for _, h := range []map[string]string{
+		{"Origin": "https://evil.example"},
+		{"Sec-Fetch-Site": "cross-site"},
+	} {
+		status, hdr := post("/web/signin", url.Values{"t": {u.Query().Get("t")}}, h)
+		require.Equal(t, http.StatusForbidden, status, "%v", h)
+		require.Empty(t, hdr.Get("Set-Cookie"), "no session")
+		status, hdr = post("/web/signin/admin", url.Values{"token": {admin}}, h)
+		require.Equal(t, http.StatusForbidden, status, "%v", h)
+		require.Empty(t, hdr.Get("Set-Cookie"), "no session")
+	}
+	// From the workspace's own page, the same link still signs in: it was never spent.
+	status, hdr := post("/web/signin", url.Values{"t": {u.Query().Get("t")}}, map[string]string{"Origin": b.http.URL})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.NotEmpty(t, hdr.Get("Set-Cookie"))
+}
+
+// A flood of wrong admin tokens from one source is bounded: after ten tries the source is
+// answered 429 without a check, and the audit gets one row for the window, not one a try.
+func TestWrongAdminTokensAreBoundedAndAuditedInBulk(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	count := func() int {
+		var n int
+		require.NoError(t, b.st.DB().QueryRow(t.Context(), `SELECT count(*) FROM audit WHERE action = 'web.signin.admin' AND NOT allowed`).Scan(&n))
+		return n
+	}
+	statuses := map[int]int{}
+	for i := range 1000 {
+		br := b.newBrowser(t)
+		status, _ := br.postRaw("/web/signin/admin", url.Values{"token": {fmt.Sprintf("wrong-admin-token-%04d", i)}})
+		statuses[status]++
+	}
+	require.Equal(t, 10, statuses[http.StatusUnauthorized], "ten are checked")
+	require.Equal(t, 990, statuses[http.StatusTooManyRequests], "the rest are turned away unchecked")
+	require.Equal(t, 1, count(), "one audit row for the window")
+	// The window passes: its other refusals are written as one row, with their number.
+	b.clock.Add(2 * time.Minute)
+	br := b.newBrowser(t)
+	status, _ := br.postRaw("/web/signin/admin", url.Values{"token": {"wrong-again-0123456789"}})
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Equal(t, 3, count(), "the summary of the last window and the new window's first")
+	var n int
+	require.NoError(t, b.st.DB().QueryRow(t.Context(), `SELECT (detail->>'count')::int FROM audit
+		WHERE action = 'web.signin.admin' AND detail ? 'count'`).Scan(&n))
+	require.Equal(t, 9, n, "the window's nine other refusals")
+}
+
+// While PostgreSQL is down the workspace answers 503 with Retry-After, like the API, on a
+// page in the person's language, never 500.
+func TestDatabaseOutageIs503WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	outage := storetest.NewOutage(t)
+	st := store.New(outage.Pool, store.Options{})
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	cs := cards.New(tpl, "zh")
+	k, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
+	require.NoError(t, err)
+	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, AdminToken: admin, DefaultLang: "zh"})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	b := &testBundle{st: st, srv: srv, http: hs}
+	br := b.newBrowser(t)
+	status, _ := br.postRaw("/web/signin/admin", url.Values{"token": {admin}})
+	require.Equal(t, http.StatusSeeOther, status)
+
+	outage.Cut()
+	for _, path := range []string{"/web/", "/web/goals/docs"} {
+		status, body, hdr := br.get(path)
+		require.Equal(t, http.StatusServiceUnavailable, status, path)
+		require.Equal(t, store.RetryAfterSeconds, hdr.Get("Retry-After"), path)
+		require.Contains(t, body, "数据库", path)
+	}
+	status, body := br.postRaw("/web/signin/admin", url.Values{"token": {"wrong-token-0123456789"}})
+	require.NotEqual(t, http.StatusInternalServerError, status, body)
+}
