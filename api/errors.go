@@ -109,7 +109,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-
 func writeError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", store.RetryAfterSeconds)
