@@ -130,9 +130,9 @@ type Config struct {
 	PgBouncer string
 	// Web is the workspace served on the listener under /web/.
 	Web WebConfig
-	// Version is the binary's version, logged at start and told to MCP clients; not read
-	// from the environment.
-	Version string
+	// Build is which binary this is (NewBuild): logged at start, answered by /healthz, told to
+	// MCP clients and recorded in the database; not read from the environment.
+	Build Build
 	// Logger is where Run logs; not read from the environment. Nil: NewLogger on stderr with
 	// LogFormat and LogLevel.
 	Logger *slog.Logger

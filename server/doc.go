@@ -14,6 +14,10 @@
 //   - Each area is wired in a file of its own (wire_<area>.go) and may be switched off by its
 //     setting; /healthz, /readyz (the database, its migrations and each area's check) and
 //     /metrics are served on the one listener.
+//   - The binary knows which build it is (Build: version, commit, date, the schema it knows):
+//     serve logs it at start, /healthz answers it and the database records it (release_seen).
+//     A database migrated by a later release is refused at start, with both versions and the
+//     way back.
 //   - Secrets (database URL, admin token, Lark secrets, the secret key) never reach a log
 //     line or an error message.
 //   - Once listening, serve records under LOOPX_HOME where it can be reached (Serving: its

@@ -119,7 +119,10 @@ func Run(ctx context.Context, cfg Config) error {
 			"detected", opened.Detected)
 	}
 	if err := store.Migrate(ctx, pool); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("migrate: %w", newerSchemaError(cfg.Build, err))
+	}
+	if err := store.RecordRelease(ctx, pool, cfg.Build.Version, cfg.Build.Commit); err != nil {
+		return err
 	}
 	token, err := AdminToken(cfg)
 	if err != nil {
@@ -151,10 +154,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	d.mux.Handle("/v1/", apiServer)
-	d.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-	})
+	d.mux.HandleFunc("GET /healthz", healthz(cfg.Build))
 	d.mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	d.mux.HandleFunc("GET /readyz", readyz(d))
 	var comps []component
@@ -178,7 +178,8 @@ func Run(ctx context.Context, cfg Config) error {
 	for _, c := range comps {
 		g.Go(func() error { return untilDone(gctx, c) })
 	}
-	logger.InfoContext(ctx, "loopx serving", "version", cfg.Version, "listen", lis.Addr().String(),
+	logger.InfoContext(ctx, "loopx serving", "version", cfg.Build.Version, "commit", cfg.Build.Commit,
+		"date", cfg.Build.Date, "schema", cfg.Build.Schema, "listen", lis.Addr().String(),
 		"sandbox", cfg.Sandbox, "home", cfg.Home)
 	err = g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
@@ -188,30 +189,92 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
+// MigrateOptions are the extra steps of `loopx migrate`.
+type MigrateOptions struct {
+	// AfterRestore: the database was just restored from a backup; prepare what the backup
+	// left queued (store.AfterRestore) once the migrations are applied.
+	AfterRestore bool
+}
+
+// MigrateResult is what Migrate did.
+type MigrateResult struct {
+	Current int64                `json:"current"`
+	Latest  int64                `json:"latest"`
+	Restore *store.RestoreReport `json:"after_restore,omitempty"`
+}
+
 // Migrate applies every migration not yet applied to the database of cfg (the private
 // cluster when DATABASE_URL is unset), under the home's lock and a database lock, and returns
-// the schema version reached and the latest one.
-func Migrate(ctx context.Context, cfg Config) (current, latest int64, err error) {
+// the schema version reached and the latest one. A database migrated by a newer release is
+// refused, with the way back.
+func Migrate(ctx context.Context, cfg Config, opts MigrateOptions) (MigrateResult, error) {
+	var res MigrateResult
+	err := withDatabase(ctx, cfg, "migrate", func(db store.Opened) error {
+		pool := db.Pool
+		if err := store.Migrate(ctx, pool); err != nil {
+			return newerSchemaError(cfg.Build, err)
+		}
+		if err := store.RecordRelease(ctx, pool, cfg.Build.Version, cfg.Build.Commit); err != nil {
+			return err
+		}
+		if opts.AfterRestore {
+			r, err := store.AfterRestore(ctx, pool)
+			if err != nil {
+				return err
+			}
+			res.Restore = &r
+		}
+		var err error
+		res.Current, res.Latest, err = store.MigrationStatus(ctx, pool)
+		return err
+	})
+	return res, err
+}
+
+// MigrateDown undoes the given applied migrations (newest first) with this binary's down
+// sections: the way back for an older release that refuses the database. Every server on the
+// database must be stopped first.
+func MigrateDown(ctx context.Context, cfg Config, versions []int64) (undone []int64, err error) {
+	err = withDatabase(ctx, cfg, "migrate", func(db store.Opened) error {
+		undone, err = store.MigrateDown(ctx, db.Pool, versions)
+		return err
+	})
+	return undone, err
+}
+
+// withDatabase runs fn on the database of cfg under the home's lock (held as what), with the
+// private cluster started for it when DATABASE_URL is unset.
+func withDatabase(ctx context.Context, cfg Config, what string, fn func(db store.Opened) error) error {
 	logger := cmp.Or(cfg.Logger, NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel))
-	unlock, err := LockHome(cfg, "migrate")
+	unlock, err := LockHome(cfg, what)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	defer unlock()
 	url, stopDB, err := openDatabase(ctx, cfg, logger)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	defer stopDB()
 	opened, err := store.OpenWith(ctx, url, store.OpenOptions{Pooler: cfg.PgBouncer})
 	if err != nil {
-		return 0, 0, fmt.Errorf("connect to database: %w", err)
+		return fmt.Errorf("connect to database: %w", err)
 	}
 	defer opened.Pool.Close()
-	if err := store.Migrate(ctx, opened.Pool); err != nil {
-		return 0, 0, err
+	return fn(opened)
+}
+
+// healthz answers that the process is up, and which build it is.
+func healthz(b Build) http.HandlerFunc {
+	body, _ := json.Marshal(struct {
+		Status string `json:"status"`
+		Build
+	}{"ok", b})
+	body = append(body, '\n')
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
 	}
-	return store.MigrationStatus(ctx, opened.Pool)
 }
 
 // newDeps builds what every area shares, once: templates, the inbox, the gate card renderer,

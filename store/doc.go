@@ -46,6 +46,11 @@
 //   - A database that cannot be reached is told apart from an answer (IsUnavailable).
 //   - Behind a pooler in transaction mode (OpenWith), no named statement is prepared, Listen
 //     polls and Migrate takes a transaction lock.
+//   - Migrate never runs on a database migrated by a later release: a migration applied there
+//     that this binary does not know is a *NewerSchemaError, before anything changes. Every
+//     migration has a down section; MigrateDown undoes named ones (the way back for an older
+//     release), and AfterRestore prepares a database restored from a backup (queued receipts
+//     are looked up before they are added again).
 //   - Time: operations read the injected clock (Options.Now) once and use it for every
 //     timestamp they write, so tests and replicas reason about one instant per operation.
 //   - Spent quota is summed from the append-only ledger over the rolling window, never kept

@@ -21,10 +21,29 @@ var migrationFS embed.FS
 // session advisory lock while it works, so replicas starting together apply each migration
 // exactly once; the others wait and then find nothing to do.
 //
+// A database migrated by a later release (it holds a migration this binary does not know) is
+// refused with a *NewerSchemaError before anything changes: an older binary never runs on a
+// schema it does not know.
+//
 // Behind a pooler in transaction mode (a pool from OpenWith that found one) a session lock
 // would stay on whichever backend took it, so the lock is a transaction lock instead, held
 // by a transaction of its own for as long as the migrations run.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := checkSchemaNotNewer(ctx, pool); err != nil {
+		return err
+	}
+	return withMigrations(ctx, pool, func(p *goose.Provider) error {
+		if _, err := p.Up(ctx); err != nil {
+			return fmt.Errorf("apply migrations: %w", err)
+		}
+		return nil
+	})
+}
+
+// withMigrations runs fn with a migration provider over pool, under the migration lock:
+// goose's session lock, or behind a pooler in transaction mode a transaction lock held for
+// as long as fn runs.
+func withMigrations(ctx context.Context, pool *pgxpool.Pool, fn func(p *goose.Provider) error) error {
 	pooled := pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheDescribe
 	if pooled {
 		tx, err := pool.Begin(ctx)
@@ -41,10 +60,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	defer db.Close()
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("apply migrations: %w", err)
-	}
-	return nil
+	return fn(p)
 }
 
 // MigrationStatus reports the applied version and the newest embedded one.

@@ -521,6 +521,14 @@ CREATE TABLE public.receipt (
     created_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.release_seen (
+    version text NOT NULL,
+    schema_version bigint NOT NULL,
+    commit_id text DEFAULT ''::text NOT NULL,
+    first_seen timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE public.schedule (
     id bigint NOT NULL,
     goal_id text NOT NULL,
@@ -775,6 +783,9 @@ ALTER TABLE ONLY public.quota_ledger
 
 ALTER TABLE ONLY public.receipt
     ADD CONSTRAINT receipt_pkey PRIMARY KEY (key);
+
+ALTER TABLE ONLY public.release_seen
+    ADD CONSTRAINT release_seen_pkey PRIMARY KEY (version);
 
 ALTER TABLE ONLY public.schedule
     ADD CONSTRAINT schedule_goal_id_kind_agent_id_key UNIQUE (goal_id, kind, agent_id);

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,51 +17,133 @@ import (
 	"loopx/api"
 	"loopx/api/client"
 	"loopx/server"
+	"loopx/store"
 )
 
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print the loopx version",
-		Example: `  loopx version --format json`,
-		Args:    cobra.NoArgs,
+		Use:   "version",
+		Short: "Print the loopx version, commit, build date and the database schema it knows",
+		Long: `Print which loopx this is: the release version (dev for a build that is not a release), the
+commit it was built from and that commit's time, the Go release and platform, and the newest
+database migration it knows (its schema version; docs/deploy.md says which versions may run
+side by side).`,
+		Example: `  loopx version
+  loopx version --format json`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			b := build()
 			if a.format == "json" {
-				writeJSONTo(a.stdout, map[string]string{"version": version, "go": runtime.Version()})
+				writeJSONTo(a.stdout, b)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "loopx %s (%s)\n", version, runtime.Version())
+			fmt.Fprintf(a.stdout, "loopx %s\n", b)
 			return nil
 		},
 	}
 }
 
 func (a *app) migrateCommand() *cobra.Command {
-	return &cobra.Command{
+	var afterRestore bool
+	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply the database migrations (loopx serve also does this at start)",
 		Long: `Apply every embedded migration not yet applied to DATABASE_URL (or the private cluster
-under LOOPX_HOME when DATABASE_URL is unset), under a database lock.`,
-		Example: `  DATABASE_URL=postgres://loopx@db/loopx loopx migrate`,
-		Args:    cobra.NoArgs,
+under LOOPX_HOME when DATABASE_URL is unset), under a database lock.
+
+A database migrated by a newer release is refused: the message names both schema versions and
+the way back (restore the backup, or loopx migrate down with the newer binary).
+
+With --after-restore, run once on a database just restored from a backup, before any server
+starts on it: every receipt queued in the backup is looked up in Lark before it is added (the
+original servers may have sent it after the backup), claims of the original servers are
+released, and what is queued is reported (docs/deploy.md, Backups and restore).`,
+		Example: `  DATABASE_URL=postgres://loopx@db/loopx loopx migrate
+  DATABASE_URL=postgres://loopx@db/loopx_restored loopx migrate --after-restore`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := server.LoadConfig(a.getenv)
+			cfg, err := a.serverConfig()
 			if err != nil {
-				return usageError{fmt.Errorf("load config: %w", err)}
+				return err
 			}
-			cfg.Logger = server.NewLogger(a.stderr, cfg.LogFormat, cfg.LogLevel)
-			cur, latest, err := server.Migrate(cmd.Context(), cfg)
+			res, err := server.Migrate(cmd.Context(), cfg, server.MigrateOptions{AfterRestore: afterRestore})
 			if err != nil {
 				return err
 			}
 			if a.format == "json" {
-				writeJSONTo(a.stdout, map[string]int64{"current": cur, "latest": latest})
+				writeJSONTo(a.stdout, res)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "migrations applied: version %d (latest %d)\n", cur, latest)
+			fmt.Fprintf(a.stdout, "migrations applied: version %d (latest %d)\n", res.Current, res.Latest)
+			if r := res.Restore; r != nil {
+				fmt.Fprintf(a.stdout, "after the restore: %d queued receipt(s) will be looked up before they are added, %d claim(s) released\n",
+					r.ReactionsToCheck, r.ClaimsReleased)
+				total := 0
+				for _, n := range r.Queued {
+					total += n
+				}
+				if total > 0 {
+					fmt.Fprintf(a.stdout, "queued to send: %d (oldest from %s); a message Lark accepted less than an hour before "+
+						"is not shown twice, an older one may be\n", total, r.OldestQueued.UTC().Format(time.RFC3339))
+				}
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&afterRestore, "after-restore", false, "the database was just restored from a backup: prepare what it left queued")
+	cmd.AddCommand(a.migrateDownCommand())
+	return cmd
+}
+
+func (a *app) migrateDownCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "down VERSION...",
+		Short: "Undo applied migrations, so that an older release runs on the database again",
+		Long: `Undo the named migrations with this binary's down sections, newest first, each in a
+transaction of its own. An older loopx refusing the database names the versions to give.
+Stop every server on the database first. What the newer release kept in the tables and
+columns those migrations added is lost; a restore of the backup taken before the upgrade is
+the other way back.`,
+		Example: `  DATABASE_URL=postgres://loopx@db/loopx loopx migrate down 250`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var versions []int64
+			for _, arg := range args {
+				v, err := strconv.ParseInt(arg, 10, 64)
+				if err != nil || v <= 0 {
+					return usageError{fmt.Errorf("%q is not a migration version (a positive number, e.g. 250)", arg)}
+				}
+				versions = append(versions, v)
+			}
+			cfg, err := a.serverConfig()
+			if err != nil {
+				return err
+			}
+			undone, err := server.MigrateDown(cmd.Context(), cfg, versions)
+			if a.format == "json" && err == nil {
+				writeJSONTo(a.stdout, map[string]any{"undone": undone})
+			} else if len(undone) > 0 {
+				fmt.Fprintf(a.stdout, "migrations undone: %v\n", undone)
+			}
+			var se *store.Error
+			if errors.As(err, &se) {
+				return usageError{err}
+			}
+			return err
+		},
+	}
+}
+
+// serverConfig loads the server's settings as loopx serve would, for the commands that work
+// on its database directly (migrate).
+func (a *app) serverConfig() (server.Config, error) {
+	cfg, err := server.LoadConfig(a.getenv)
+	if err != nil {
+		return cfg, usageError{fmt.Errorf("load config: %w", err)}
+	}
+	cfg.Build = build()
+	cfg.Logger = server.NewLogger(a.stderr, cfg.LogFormat, cfg.LogLevel)
+	return cfg, nil
 }
 
 // check is one line of `loopx doctor`.
@@ -119,12 +201,13 @@ cannot be reached.`,
 				b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 				return resp.StatusCode, b, nil
 			}
-			code, _, err := get("/healthz")
+			code, hz, err := get("/healthz")
 			if err != nil {
 				return unreachableError{fmt.Errorf("reach loopx server at %s: %w (is loopx serve running?)", base, err)}
 			}
 			checks = append(checks, check{Name: "server", OK: code == http.StatusOK,
-				Detail: fmt.Sprintf("%s/healthz answered %d (address from %s)", base, code, cfg.ServerFrom)})
+				Detail: fmt.Sprintf("%s/healthz answered %d (address from %s)", base, code, cfg.ServerFrom)},
+				versionCheck(hz))
 
 			code, body, err := get("/readyz")
 			var rz struct {
@@ -181,6 +264,23 @@ cannot be reached.`,
 			return nil
 		},
 	}
+}
+
+// versionCheck names the server's build (from its /healthz) and this binary's. Different
+// builds are not a failure: a CLI may be older or newer than the server it calls.
+func versionCheck(healthz []byte) check {
+	var srv server.Build
+	mine := build()
+	if err := json.Unmarshal(healthz, &srv); err != nil || srv.Version == "" {
+		return check{Name: "version", OK: true, Detail: "the server does not say its version (a release before versions were reported); this loopx " + mine.String()}
+	}
+	d := "server " + srv.String()
+	if srv.Version != mine.Version || srv.Commit != mine.Commit {
+		d += "; this loopx " + mine.String()
+	} else {
+		d += ", the same as this loopx"
+	}
+	return check{Name: "version", OK: true, Detail: d}
 }
 
 // settingsCheck loads the server's settings from this environment as `loopx serve` would,

@@ -46,7 +46,7 @@ LARK_BASE_URL, LARK_BOT_OPEN_ID, LARK_CALLBACK_MAX_AGE. docs/operations.md descr
 				return usageError{fmt.Errorf("load config: %w", err)}
 			}
 			cfg.Sandbox = cfg.Sandbox || sandbox
-			cfg.Version = version
+			cfg.Build = build()
 			cfg.Logger = server.NewLogger(a.stderr, cfg.LogFormat, cfg.LogLevel)
 			return server.Run(cmd.Context(), cfg)
 		},

@@ -324,7 +324,7 @@ func TestEndToEndTurn(t *testing.T) {
 
 	t.Run("health and metrics", func(t *testing.T) {
 		for path, want := range map[string]string{
-			"/healthz": `"status":"ok"`,
+			"/healthz": `"status":"ok","version":"dev"`,
 			"/readyz":  `"database":"ok"`,
 			"/metrics": `loopx_api_requests_total{route="POST /v1/goals/{goal}/should-run",status="200"}`,
 		} {

@@ -19,8 +19,12 @@ import (
 	"loopx/store"
 )
 
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
+// Release builds (make release) set these with -ldflags "-X main.version=... -X main.commit=...
+// -X main.date=..."; other builds leave them empty and server.NewBuild reads Go's VCS stamp.
+var version, commit, date string
+
+// build describes this binary (server.Build): `loopx version`, doctor, serve.
+func build() server.Build { return server.NewBuild(version, commit, date) }
 
 // Exit codes of the CLI: the table of error kinds (store.ErrorKinds) gives each API error
 // its code; the CLI's own failures (flags, a server that does not answer) use the same ones.
