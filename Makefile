@@ -1,10 +1,12 @@
 # LoopX for Lark. `make run` serves; `make test` runs every test. See README.md.
 GO      ?= go
 BIN     := bin/loopx
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# make build leaves the version to Go's VCS stamp (loopx version says dev, the commit and its
+# time); make build VERSION=x names it. Releases come from make release.
+LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
+DIST    ?= dist
 
-.PHONY: help run build test test-loaded lint schema bench chaos postgres pgbouncer
+.PHONY: help run build test test-loaded lint schema bench chaos postgres pgbouncer release image upgrade-test
 
 ## help: list the targets
 help:
@@ -39,6 +41,18 @@ bench: build
 ## chaos: the standing fault suite (bench/chaos): three real replicas, PostgreSQL restarts, pgbouncer, Lark faults; figures in bench/results/chaos.json
 chaos: postgres pgbouncer build
 	$(GO) run ./bench/chaos -loopx $(BIN) -out bench/results/chaos.json
+
+## release: static binaries for linux and darwin (amd64, arm64) from HEAD, with SHA256SUMS and CHANGES.md, in dist/; VERSION=vX.Y.Z records the release in RELEASES
+release:
+	GO=$(GO) DIST=$(DIST) scripts/release.sh
+
+## image: the container image of the release in dist/ (podman, FROM scratch, non-root), tagged loopx:<version>; prints its size
+image:
+	GO=$(GO) DIST=$(DIST) scripts/image.sh build
+
+## upgrade-test: the previous release (RELEASES) and this tree across one database: upgrade with data, mixed replicas under load, downgrade refused, rollback; figures in bench/results/upgrade.json
+upgrade-test: postgres build
+	GO=$(GO) scripts/upgrade-test.sh
 
 ## pgbouncer: install Debian's pgbouncer (the chaos suite runs it in transaction mode).
 pgbouncer:
