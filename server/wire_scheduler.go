@@ -69,6 +69,12 @@ func wireScheduler(ctx context.Context, d *deps) ([]component, error) {
 
 // seedDemo writes the bundled demo agent under LOOPX_HOME and seeds the demo goal once.
 func seedDemo(ctx context.Context, d *deps) error {
+	// The demo agent is a shell script: where there is no shell (the container image is FROM
+	// scratch) it could never run, so there is no demo goal to seed.
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		d.logger.Info("no /bin/sh on this system: the demo agent (a shell script) cannot run here, so the demo goal is not seeded")
+		return nil
+	}
 	script := filepath.Join(d.cfg.Home, "demo-agent.sh")
 	if err := os.MkdirAll(d.cfg.Home, 0o700); err != nil {
 		return fmt.Errorf("seed demo: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"loopx/bot/sandbox"
+	"loopx/store"
 )
 
 // ChatResult is the duplicate-delivery scenario: every chat message is one inbox item and
@@ -185,8 +186,13 @@ func (s *suite) chatScenario(ctx context.Context, res *Results) error {
 
 // checkMessages counts, for each message, its inbox items and its reactions in the sandbox.
 func (s *suite) checkMessages(ctx context.Context, msgs []sent, lost, doubled, doubledReceipts, missingReceipts *int) error {
+	return s.checkMessagesOf(ctx, s.st, goalID, msgs, lost, doubled, doubledReceipts, missingReceipts)
+}
+
+// checkMessagesOf is checkMessages for the goal of another database.
+func (s *suite) checkMessagesOf(ctx context.Context, st *store.Store, goal string, msgs []sent, lost, doubled, doubledReceipts, missingReceipts *int) error {
 	items := map[string]int{}
-	rows, err := s.st.DB().Query(ctx, `SELECT source_message, count(*) FROM inbox_item WHERE goal_id = $1 GROUP BY 1`, goalID)
+	rows, err := st.DB().Query(ctx, `SELECT source_message, count(*) FROM inbox_item WHERE goal_id = $1 GROUP BY 1`, goal)
 	if err != nil {
 		return err
 	}

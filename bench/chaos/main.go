@@ -32,8 +32,17 @@ func main() {
 	flag.StringVar(&o.corpus, "corpus", "bench/chaos/corpus", "the bad-input corpus")
 	flag.IntVar(&o.events, "events", 10000, "chat events of the duplicate scenario (half over each transport)")
 	flag.Float64Var(&o.ladderScale, "ladder-scale", 1000, "how much faster than Lark the redelivery ladder runs")
-	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (default all): chat,faults,ratelimit,seam,badinput,pgbouncer")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (default all but image and upgrade): chat,faults,ratelimit,seam,badinput,pgbouncer,backup,image,upgrade")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs, database) after the run")
+	flag.StringVar(&o.imageRootfs, "image-rootfs", "", "image: the image's exported filesystem, run by chroot as the image's user (where podman run is refused)")
+	flag.StringVar(&o.imagePodman, "image-podman", "", "image: the image's tag, run by podman run")
+	flag.StringVar(&o.imageConfig, "image-config", "", "image: the image's configuration (podman image inspect --format '{{json .Config}}')")
+	flag.StringVar(&o.imageVersion, "image-version", "", "image: the release version the image holds")
+	flag.Int64Var(&o.imageSize, "image-size", 0, "image: its size in bytes, for the record")
+	flag.StringVar(&o.previous, "previous", "", "upgrade: the previous release's loopx binary")
+	flag.StringVar(&o.previousVersion, "previous-version", "", "upgrade: the previous release's version")
+	flag.StringVar(&o.previousCommit, "previous-commit", "", "upgrade: the previous release's commit (its migrations are read from git)")
+	flag.StringVar(&o.next, "next", "", "upgrade: this tree's loopx built with one more migration, standing in for the next release")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -56,11 +65,20 @@ type options struct {
 	events                 int
 	ladderScale            float64
 	keep                   bool
+
+	imageRootfs, imagePodman, imageConfig, imageVersion string
+	imageSize                                           int64
+
+	previous, previousVersion, previousCommit, next string
 }
+
+// onRequest are the scenarios that need inputs of their own (an image, a previous release):
+// they run only when -only names them.
+var onRequest = map[string]bool{"image": true, "upgrade": true}
 
 func (o options) wants(name string) bool {
 	if o.only == "" {
-		return true
+		return !onRequest[name]
 	}
 	for _, s := range strings.Split(o.only, ",") {
 		if strings.TrimSpace(s) == name {
@@ -84,6 +102,9 @@ type Results struct {
 	Seam      *SeamResult       `json:"seam,omitempty"`
 	BadInput  *BadInputResult   `json:"bad_input,omitempty"`
 	PgBouncer *PgBouncerResult  `json:"pgbouncer,omitempty"`
+	Backup    *BackupResult     `json:"backup_restore,omitempty"`
+	Image     *ImageResult      `json:"image,omitempty"`
+	Upgrade   *UpgradeResult    `json:"upgrade,omitempty"`
 	Durations map[string]string `json:"scenario_durations"`
 }
 
@@ -134,27 +155,37 @@ func run(ctx context.Context, o options, logger *slog.Logger) (*Results, error) 
 	}
 	defer s.close()
 	res.Ladder = s.ladderText()
-	if err := s.ensureTransport(ctx, "ws"); err != nil {
-		return res, err
-	}
-	if err := s.seed(ctx); err != nil {
-		return res, fmt.Errorf("seed: %w", err)
-	}
 
+	// shared: the scenario runs on the suite's goal, chats and three replicas, which are
+	// started and seeded before the first such scenario; the others bring their own.
 	type scenario struct {
-		name string
-		run  func(context.Context, *Results) error
+		name   string
+		run    func(context.Context, *Results) error
+		shared bool
 	}
+	seeded := false
 	for _, sc := range []scenario{
-		{"chat", s.chatScenario},
-		{"badinput", s.badInput},
-		{"faults", s.faultScenario},
-		{"ratelimit", s.rateLimitScenario},
-		{"seam", s.seamScenario},
-		{"pgbouncer", s.pgBouncerScenario},
+		{"chat", s.chatScenario, true},
+		{"badinput", s.badInput, true},
+		{"faults", s.faultScenario, true},
+		{"ratelimit", s.rateLimitScenario, true},
+		{"seam", s.seamScenario, true},
+		{"pgbouncer", s.pgBouncerScenario, true},
+		{"backup", s.backupScenario, true},
+		{"image", s.imageScenario, false},
+		{"upgrade", s.upgradeScenario, false},
 	} {
 		if !o.wants(sc.name) {
 			continue
+		}
+		if sc.shared && !seeded {
+			if err := s.ensureTransport(ctx, "ws"); err != nil {
+				return res, err
+			}
+			if err := s.seed(ctx); err != nil {
+				return res, fmt.Errorf("seed: %w", err)
+			}
+			seeded = true
 		}
 		t0 := time.Now()
 		logger.Info("scenario start", "name", sc.name)

@@ -269,6 +269,9 @@ type replica struct {
 	env    []string
 	bin    string
 	logDir string
+	// argv, when set, is the whole command line instead of `bin serve`: the image's entry
+	// point started by a launcher (image.go).
+	argv []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -283,7 +286,11 @@ func (r *replica) start() error {
 		return err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(r.bin, "serve")
+	argv := r.argv
+	if len(argv) == 0 {
+		argv = []string{r.bin, "serve"}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = r.env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -46,6 +46,8 @@ type suite struct {
 	dbName    string
 	st        *store.Store // a direct pool for the checks
 	closeDB   func()
+	others    map[string]*store.Store // direct pools on the scenarios' own databases (storeOf)
+	closers   []func()
 	replicas  []*replica
 	hc        *http.Client
 	transport string // what the replicas run now: ws or http
@@ -119,6 +121,9 @@ func (s *suite) close() {
 	}
 	if s.closeDB != nil {
 		s.closeDB()
+	}
+	for _, c := range s.closers {
+		c()
 	}
 	if s.lb != nil {
 		s.lb.close()
@@ -209,6 +214,23 @@ func (s *suite) setTransport(ctx context.Context, transport string) error {
 	return nil
 }
 
+// storeOf is a direct pool on database name of the suite's cluster, opened once.
+func (s *suite) storeOf(ctx context.Context, name string) (*store.Store, error) {
+	if st, ok := s.others[name]; ok {
+		return st, nil
+	}
+	pool, err := store.Open(ctx, s.pg.URL(name))
+	if err != nil {
+		return nil, err
+	}
+	if s.others == nil {
+		s.others = map[string]*store.Store{}
+	}
+	s.closers = append(s.closers, pool.Close)
+	s.others[name] = store.New(pool, store.Options{})
+	return s.others[name], nil
+}
+
 // api calls the /v1 API of replica r (or the first live one) and returns status and body.
 func (s *suite) api(ctx context.Context, base, method, path, token, key string, body any) (int, []byte, error) {
 	var rd io.Reader
@@ -275,9 +297,17 @@ func waitDelivered(ctx context.Context, ds []*sandbox.Delivery) (acked, failed i
 
 // waitOutboxDrained waits until no outbox row is pending or being sent (or limit passes).
 func (s *suite) waitOutboxDrained(ctx context.Context, limit time.Duration) (time.Duration, error) {
+	return waitDrainedOf(ctx, s.st, limit)
+}
+
+// waitDrainedOf is waitOutboxDrained on the database of st.
+func waitDrainedOf(ctx context.Context, st *store.Store, limit time.Duration) (time.Duration, error) {
+	count := func(ctx context.Context, sql string) (n int, err error) {
+		return n, st.DB().QueryRow(ctx, sql).Scan(&n)
+	}
 	start := time.Now()
 	for time.Since(start) < limit {
-		n, err := s.count(ctx, `SELECT count(*) FROM outbox WHERE state NOT IN ('sent', 'failed')`)
+		n, err := count(ctx, `SELECT count(*) FROM outbox WHERE state NOT IN ('sent', 'failed')`)
 		if err == nil && n == 0 {
 			return time.Since(start), nil
 		}
@@ -287,7 +317,7 @@ func (s *suite) waitOutboxDrained(ctx context.Context, limit time.Duration) (tim
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	n, _ := s.count(ctx, `SELECT count(*) FROM outbox WHERE state NOT IN ('sent', 'failed')`)
+	n, _ := count(ctx, `SELECT count(*) FROM outbox WHERE state NOT IN ('sent', 'failed')`)
 	return time.Since(start), fmt.Errorf("%d outbox rows still unsent after %s", n, limit)
 }
 
