@@ -44,6 +44,7 @@ type ComposeResult struct {
 	Replicas         []string `json:"replicas"`
 	Events           int      `json:"events"`
 	DeliveriesEach   int      `json:"deliveries_of_each_event"`
+	DirectAcked      int      `json:"direct_deliveries_acknowledged"`
 	NotAcked         int      `json:"not_acked"`
 	Lost             int      `json:"lost"`
 	Doubled          int      `json:"doubled_effects"`
@@ -60,12 +61,40 @@ type composeFile struct {
 }
 
 type composeService struct {
-	Image       string            `yaml:"image"`
-	Build       *composeBuild     `yaml:"build"`
-	EnvFile     any               `yaml:"env_file"`
-	Environment map[string]string `yaml:"environment"`
-	DependsOn   map[string]any    `yaml:"depends_on"`
-	Volumes     []string          `yaml:"volumes"`
+	Image       string        `yaml:"image"`
+	Build       *composeBuild `yaml:"build"`
+	Environment listOrMap     `yaml:"environment"`
+	DependsOn   listOrMap     `yaml:"depends_on"`
+	Volumes     []string      `yaml:"volumes"`
+}
+
+// listOrMap is a Compose field written as a mapping or as a list ("KEY=VALUE" or names).
+type listOrMap map[string]string
+
+func (l *listOrMap) UnmarshalYAML(n *yaml.Node) error {
+	*l = listOrMap{}
+	switch n.Kind {
+	case yaml.MappingNode:
+		var m map[string]any
+		if err := n.Decode(&m); err != nil {
+			return err
+		}
+		for k, v := range m {
+			(*l)[k] = fmt.Sprint(v)
+		}
+	case yaml.SequenceNode:
+		var items []string
+		if err := n.Decode(&items); err != nil {
+			return err
+		}
+		for _, it := range items {
+			k, v, _ := strings.Cut(it, "=")
+			(*l)[k] = v
+		}
+	default:
+		return fmt.Errorf("line %d: neither a list nor a mapping", n.Line)
+	}
+	return nil
 }
 
 type composeBuild struct {
@@ -335,8 +364,15 @@ func (s *suite) composeScenario(ctx context.Context, ir *imageRun, r *ComposeRes
 			return err
 		}
 		var wg sync.WaitGroup
+		var mu sync.Mutex
 		for _, rep := range reps {
-			wg.Go(func() { _, _, _ = s.sb.PushHTTP(ctx, rep.url+"/lark/events", d.Payload) })
+			wg.Go(func() {
+				if status, _, err := s.sb.PushHTTP(ctx, rep.url+"/lark/events", d.Payload); err == nil && status == http.StatusOK {
+					mu.Lock()
+					r.DirectAcked++
+					mu.Unlock()
+				}
+			})
 		}
 		wg.Wait()
 		msgs = append(msgs, sent{chat: chat, messageID: d.MessageID, d: d})
@@ -385,6 +421,7 @@ func (s *suite) composeScenario(ctx context.Context, ir *imageRun, r *ComposeRes
 	r.ReceiptsDoubled += rd
 	r.ReceiptsMissing += rm
 
+	res.check(r.DirectAcked == r.Events*len(reps), "compose: %d of %d deliveries straight to a replica acknowledged", r.DirectAcked, r.Events*len(reps))
 	res.check(r.NotAcked == 0, "compose: %d events not acknowledged", r.NotAcked)
 	res.check(r.Lost == 0, "compose: %d events lost", r.Lost)
 	res.check(r.Doubled == 0, "compose: %d events delivered to every replica had more than one effect", r.Doubled)

@@ -53,7 +53,24 @@ type load struct {
 	n        atomic.Int64
 }
 
+// loadTarget is what a load runs against: a goal, the chats bound to it, and the replicas
+// whose API it writes through (asked at each write: a rolling upgrade swaps them).
+type loadTarget struct {
+	goal     string
+	chats    []string
+	replicas func() []*replica
+}
+
 func (s *suite) startLoad(ctx context.Context, prefix string) *load {
+	chats := make([]string, chatCount)
+	for i := range chats {
+		chats[i] = chatID(i)
+	}
+	return s.startLoadOn(ctx, prefix, loadTarget{goal: goalID, chats: chats, replicas: func() []*replica { return s.replicas }})
+}
+
+// startLoadOn runs chat and API traffic against t until halt.
+func (s *suite) startLoadOn(ctx context.Context, prefix string, target loadTarget) *load {
 	l := &load{s: s, stop: make(chan struct{}), statuses: map[string]int{}}
 	l.wg.Go(func() { // chat: about 40 messages a second
 		t := time.NewTicker(25 * time.Millisecond)
@@ -66,7 +83,7 @@ func (s *suite) startLoad(ctx context.Context, prefix string) *load {
 				return
 			case <-t.C:
 			}
-			chat := chatID(i % chatCount)
+			chat := target.chats[i%len(target.chats)]
 			d, err := s.sb.UserSays(chat, sandbox.ChatGroup, ownerID, fmt.Sprintf("%s message %d", prefix, i), sandbox.MentionBot())
 			if err != nil {
 				continue
@@ -90,8 +107,9 @@ func (s *suite) startLoad(ctx context.Context, prefix string) *load {
 				key := "chaos-" + text
 				deadline := time.Now().Add(90 * time.Second)
 				for attempt := 0; time.Now().Before(deadline) && ctx.Err() == nil; attempt++ {
-					r := s.replicas[(w+attempt)%len(s.replicas)]
-					status, body, err := s.api(ctx, r.url, "POST", "/v1/goals/"+goalID+"/todos", adminToken, key, map[string]any{"text": text})
+					reps := target.replicas()
+					r := reps[(w+attempt)%len(reps)]
+					status, body, err := s.api(ctx, r.url, "POST", "/v1/goals/"+target.goal+"/todos", adminToken, key, map[string]any{"text": text})
 					label := "transport error"
 					if err == nil {
 						label = strconv.Itoa(status)

@@ -310,7 +310,10 @@ func (s *suite) imageWalkthrough(ctx context.Context, ir *imageRun, r *ImageResu
 	if err := s.sandboxDo(ctx, sb+"/sandbox/v1/click", sbToken, map[string]any{"message_id": card.MessageID, "button": 1, "open_id": owner}, &click); err != nil || click.Error != "" {
 		return fmt.Errorf("click the gate card: %v %s", err, click.Error)
 	}
-	gateID := fmt.Sprint(gate["id"])
+	gateID, err := idOf(gate, "gate_id")
+	if err != nil {
+		return err
+	}
 	if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
 		m, err := call("GET", "/v1/goals/shipit/gates?status=approved", adminToken, nil, 200)
 		if err != nil {
@@ -318,7 +321,7 @@ func (s *suite) imageWalkthrough(ctx context.Context, ir *imageRun, r *ImageResu
 		}
 		gates, _ := m["gates"].([]any)
 		for _, g := range gates {
-			if gm, _ := g.(map[string]any); fmt.Sprint(gm["id"]) == gateID {
+			if gm, _ := g.(map[string]any); fmt.Sprint(gm["gate_id"]) == gateID {
 				return true, nil
 			}
 		}
@@ -336,7 +339,8 @@ func (s *suite) imageWalkthrough(ctx context.Context, ir *imageRun, r *ImageResu
 		if err != nil {
 			return false, err
 		}
-		n, _ := m["pending"].(float64)
+		counts, _ := m["inbox"].(map[string]any)
+		n, _ := counts["pending"].(float64)
 		return n >= 1, nil
 	}); err != nil {
 		return fmt.Errorf("the chat message did not reach the agent's inbox: %w", err)
@@ -452,6 +456,15 @@ func (s *suite) sandboxWait(ctx context.Context, sb, token, chat string, cursor 
 		cursor = page.Cursor
 	}
 	return sandboxMessage{}, errors.New("nothing within 45 s")
+}
+
+// idOf is the id field key of an API answer, which must have one.
+func idOf(m map[string]any, key string) (string, error) {
+	v, ok := m[key].(float64)
+	if !ok || v <= 0 {
+		return "", fmt.Errorf("the answer has no %s: %v", key, m)
+	}
+	return fmt.Sprint(int64(v)), nil
 }
 
 // waitFor polls cond until it holds or limit passes.
