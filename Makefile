@@ -6,7 +6,7 @@ BIN     := bin/loopx
 LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
 DIST    ?= dist
 
-.PHONY: help run build test test-loaded lint schema bench chaos postgres pgbouncer release image upgrade-test
+.PHONY: help run build test test-loaded lint schema bench chaos postgres pgbouncer release release-check image image-check upgrade-test
 
 ## help: list the targets
 help:
@@ -46,9 +46,17 @@ chaos: postgres pgbouncer build
 release:
 	GO=$(GO) DIST=$(DIST) scripts/release.sh
 
+## release-check: the release in dist/ says its version, and its commit built again from an empty cache gives the same bytes
+release-check:
+	GO=$(GO) DIST=$(DIST) scripts/release-check.sh
+
 ## image: the container image of the release in dist/ (podman, FROM scratch, non-root), tagged loopx:<version>; prints its size
 image:
 	GO=$(GO) DIST=$(DIST) scripts/image.sh build
+
+## image-check: build the image and run it against PostgreSQL: a walkthrough through the API and the sandbox, then deploy/replicas behind nginx; figures in bench/results/image.json
+image-check: postgres
+	GO=$(GO) DIST=$(DIST) scripts/image.sh check
 
 ## upgrade-test: the previous release (RELEASES) and this tree across one database: upgrade with data, mixed replicas under load, downgrade refused, rollback; figures in bench/results/upgrade.json
 upgrade-test: postgres build

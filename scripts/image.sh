@@ -12,7 +12,8 @@
 #                            replicas of deploy/replicas behind nginx (bench/chaos -only image)
 #
 # Environment: DIST (default dist), GO (default go), IMAGE (default loopx), WORK (a folder to
-# keep the exported filesystem and logs in; default a temporary one).
+# keep the exported filesystem in; default a temporary one), KEEP_IMAGE=1 (check keeps the
+# image it built; by default it removes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -62,7 +63,8 @@ check() {
   local work=${WORK:-}
   if [[ -z $work ]]; then
     work=$(mktemp -d "${TMPDIR:-/tmp}/loopx-image.XXXXXX")
-    trap 'rm -rf "$work"' EXIT
+    WORK_TMP=$work
+    trap 'rm -rf "$WORK_TMP"' EXIT
   fi
   chmod 0755 "$work"
   podman image inspect --format '{{json .Config}}' "$tag" >"$work/config.json"
@@ -80,6 +82,8 @@ check() {
     how=(-image-rootfs "$work/rootfs")
   fi
   need nginx nginx
+  # A check leaves no image behind (CI builds one per commit); make image keeps its own.
+  [[ ${KEEP_IMAGE:-} == 1 ]] || trap 'podman image rm -f "$tag" >/dev/null 2>&1 || true; rm -rf "${WORK_TMP:-}"' EXIT
   "$GO" run ./bench/chaos -only image -loopx "$DIST/$binary" "${how[@]}" -image-config "$work/config.json" -image-version "$version" \
     -image-size "$(podman image inspect --format '{{.Size}}' "$tag")" -out bench/results/image.json
 }
