@@ -258,9 +258,7 @@ func launch(ctx context.Context, bin, dir, data string, cred *syscall.Credential
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Env = pgEnv()
-	// Pdeathsig: if this process dies without Stop, the kernel asks postgres for a fast
-	// shutdown instead of leaving an orphan holding the data directory.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
+	cmd.SysProcAttr = postgresAttr(cred)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}

@@ -21,5 +21,7 @@
 //     cluster is renamed <cluster>.orphaned-<time> (and logged) and a new one is made, so a
 //     deleted home never silently gets an old database back.
 //   - The server stops when Stop is called or the context given to Start is cancelled, and
-//     the kernel stops it if this process dies (parent-death signal).
+//     on Linux the kernel stops it if this process dies (parent-death signal); other systems
+//     (macOS) have no such signal, so a loopx killed outright leaves it running until it is
+//     stopped (pg_ctl stop -D <dir>/data).
 package devpg
