@@ -3,6 +3,8 @@
 #   1. TEST_DATABASE_URL (or DATABASE_URL) when set and reachable;
 #   2. else the local server on 127.0.0.1:5432 when reachable;
 #   3. else a private throw-away cluster started for this command and stopped afterwards.
+# LOOPX_TEST_PRIVATE_PG=1 skips 1 and 2: always a private cluster (scripts/test-loaded.sh runs
+# two suites side by side, each on its own cluster, as on a machine with nothing on 5432).
 # Installs Debian's postgresql package first when the machine has no server binaries.
 # Usage: scripts/with-postgres.sh go test ./...
 #        scripts/with-postgres.sh --install-only   (only make sure the binaries are there)
@@ -38,19 +40,22 @@ fi
 export PATH="$bindir:$PATH"
 if [[ "${1:-}" == "--install-only" ]]; then exit 0; fi
 
-for url in "${TEST_DATABASE_URL:-}" "${DATABASE_URL:-}"; do
-  if reachable "$url"; then
-    export TEST_DATABASE_URL="$url"
+if [[ "${LOOPX_TEST_PRIVATE_PG:-}" == 1 ]]; then
+  echo "with-postgres: LOOPX_TEST_PRIVATE_PG=1; starting a private cluster" >&2
+else
+  for url in "${TEST_DATABASE_URL:-}" "${DATABASE_URL:-}"; do
+    if reachable "$url"; then
+      export TEST_DATABASE_URL="$url"
+      exec "$@"
+    fi
+  done
+  local_url="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+  if reachable "$local_url"; then
+    export TEST_DATABASE_URL="$local_url"
     exec "$@"
   fi
-done
-local_url="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-if reachable "$local_url"; then
-  export TEST_DATABASE_URL="$local_url"
-  exec "$@"
+  echo "with-postgres: no reachable server; starting a private cluster" >&2
 fi
-
-echo "with-postgres: no reachable server; starting a private cluster" >&2
 base=$(mktemp -d /tmp/loopx-pg.XXXXXX)
 chmod 755 "$base"
 data="$base/data"
