@@ -340,7 +340,7 @@ func TestHandlerAuthenticatesAgents(t *testing.T) {
 	srv := httptest.NewServer(mcp.Handler(mcp.HandlerOptions{API: b.api}))
 	t.Cleanup(srv.Close)
 	dial := func(token string) (*sdk.ClientSession, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		hc := &http.Client{}
 		if token != "" {

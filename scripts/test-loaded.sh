@@ -73,7 +73,7 @@ for i in 1 2; do
   else
     failed=1
     echo "test-loaded: suite $i FAILED (exit $rc) in ${secs} s; its failures:"
-    grep -E '^(--- FAIL|FAIL|panic:)|_test\.go:[0-9]+:' "$work/suite$i.log" | head -80 || true
+    grep -E -A25 '^\s*--- FAIL|^panic:' "$work/suite$i.log" | head -200 || true
     cp "$work/suite$i.log" "${TMPDIR:-/tmp}/loopx-loaded-suite$i.log"
     echo "test-loaded: suite $i's whole log: ${TMPDIR:-/tmp}/loopx-loaded-suite$i.log"
   fi

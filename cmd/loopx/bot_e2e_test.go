@@ -46,7 +46,7 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 	}
 	a := startServe(t, env("a"))
 	startServe(t, env("b"))
-	require.Eventually(t, func() bool { return len(sb.WSConnections()) == 2 }, 30*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return len(sb.WSConnections()) == 2 }, time.Minute, 20*time.Millisecond,
 		"both replicas hold a long connection")
 
 	d, err := sb.UserSays(chat, sandbox.ChatGroup, owner, "please refresh the changelog", sandbox.MentionBot())
@@ -68,7 +68,7 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 	require.Eventually(t, func() bool {
 		m, _ := sb.Message(d.MessageID)
 		return len(m.Reactions) == 1
-	}, 10*time.Second, 20*time.Millisecond, "one receipt")
+	}, time.Minute, 20*time.Millisecond, "one receipt")
 
 	// A burst of replies; replica a is stopped while sends are in flight.
 	const n = 24
@@ -80,18 +80,20 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) >= 3
 	},
-		20*time.Second, 10*time.Millisecond)
-	// Slow Lark down so that a send is in flight when the signal arrives.
+		time.Minute, 10*time.Millisecond)
+	// Slow Lark down so that a send of replica a is in flight when the signal arrives.
 	sb.FailNext(sandbox.RouteCreate, 3, sandbox.Fail{Delay: 1500 * time.Millisecond})
-	time.Sleep(400 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		return count(`SELECT count(*) FROM outbox WHERE state = 'sending' AND claimed_by LIKE 'a/%'`) > 0
+	}, time.Minute, 5*time.Millisecond, "replica a has a send in flight")
 	start := time.Now()
-	a.stop(t) // SIGTERM; fails the test if the process is not gone within the 5 s grace
+	a.stop(t) // SIGTERM; fails the test if the process does not exit cleanly (see stop)
 	t.Logf("replica a stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
 
 	require.Eventually(t, func() bool {
 		return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) == n
 	},
-		30*time.Second, 20*time.Millisecond, "replica b delivered the rest")
+		time.Minute, 20*time.Millisecond, "replica b delivered the rest")
 	var burst []string
 	for _, m := range sb.Chat(chat).BotMessages() {
 		if m.MsgType == "text" {

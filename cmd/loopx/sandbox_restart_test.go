@@ -68,11 +68,16 @@ func (p *proc) stop(t *testing.T) {
 	select {
 	case err := <-p.done:
 		p.done <- err
-	case <-time.After(2 * server.ShutdownGrace):
+	case <-time.After(server.ShutdownGrace + stopRoom):
 		_ = p.cmd.Process.Kill()
-		t.Errorf("loopx %s did not stop within %s of SIGTERM", strings.Join(p.cmd.Args[1:], " "), 2*server.ShutdownGrace)
+		t.Errorf("loopx %s did not stop within %s of SIGTERM", strings.Join(p.cmd.Args[1:], " "), server.ShutdownGrace+stopRoom)
 	}
 }
+
+// waitLong bounds each wait of the walkthrough below for a state (a card, an answer, a todo
+// done): it catches a stuck step, not a slow machine, where the demo agent's turns (each a few
+// CLI processes) take many seconds.
+const waitLong = 3 * time.Minute
 
 // TestSandboxSurvivesARestart follows the README walkthrough across a restart of serve on the
 // same LOOPX_HOME: the demo agent asks its gate, serve stops and starts again, and then
@@ -120,13 +125,13 @@ func TestSandboxSurvivesARestart(t *testing.T) {
 		var ok bool
 		card, ok = gateCard()
 		return ok
-	}, 90*time.Second, 200*time.Millisecond, "the demo agent asks its gate")
+	}, waitLong, 200*time.Millisecond, "the demo agent asks its gate")
 	first.stop(t)
 	require.NoError(t, <-first.done, "serve stops cleanly")
 
 	listen := freeAddr(t)
 	second := startProc(t, bin, serveEnv(listen), "serve")
-	require.Eventually(t, func() bool { _, ok := gateCard(); return ok }, 60*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { _, ok := gateCard(); return ok }, waitLong, 100*time.Millisecond,
 		"the sandbox is back with its chat")
 	require.NotContains(t, second.out.String(), "level=ERROR")
 
@@ -145,10 +150,10 @@ func TestSandboxSurvivesARestart(t *testing.T) {
 		}
 		n = m[0][1]
 		return true
-	}, 20*time.Second, 50*time.Millisecond, "loopx chat shows the open gate card")
+	}, waitLong, 50*time.Millisecond, "loopx chat shows the open gate card")
 	_, err = fmt.Fprintf(chat.in, "/click %s 1\n", n)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return strings.Contains(chat.out.String(), "* toast [success]") }, 20*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return strings.Contains(chat.out.String(), "* toast [success]") }, waitLong, 50*time.Millisecond,
 		"the click is answered")
 
 	token, err := server.ReadAdminToken(home)
@@ -172,14 +177,14 @@ func TestSandboxSurvivesARestart(t *testing.T) {
 		r := cli("todo", "list", "--goal-id", "demo-release", "--status", "done", "--format", "json")
 		var list struct{ Todos []map[string]any }
 		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &list) == nil && len(list.Todos) == 2
-	}, 60*time.Second, 250*time.Millisecond, "the agent carries on after the approval and finishes both todos")
+	}, waitLong, 250*time.Millisecond, "the agent carries on after the approval and finishes both todos")
 
 	// A plain message to the agent is answered in its thread on a next heartbeat.
 	_, err = fmt.Fprintln(chat.in, "hello agent, what did you publish?")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		return strings.Contains(chat.out.String(), "Hi! I am the demo agent")
-	}, 60*time.Second, 100*time.Millisecond, "the agent answers in the chat")
+	}, waitLong, 100*time.Millisecond, "the agent answers in the chat")
 
 	// The chat reads like Lark: the answered card, titled with its outcome, was printed once
 	// (the bot answers the click with it and also updates the message to it), and its
