@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,8 +45,7 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 			"LARK_APP_ID": sb.AppID(), "LARK_APP_SECRET": sb.AppSecret(), "LARK_BASE_URL": sb.URL(),
 			"LARK_TRANSPORT": "ws", "LOOPX_SCHEDULER": "off", "LOOPX_REPLICA": name, "LOG_LEVEL": "info"}
 	}
-	a := startServe(t, env("a"))
-	startServe(t, env("b"))
+	replicas := map[string]*serveProc{"a": startServe(t, env("a")), "b": startServe(t, env("b"))}
 	require.Eventually(t, func() bool { return len(sb.WSConnections()) == 2 }, time.Minute, 20*time.Millisecond,
 		"both replicas hold a long connection")
 
@@ -70,7 +70,7 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 		return len(m.Reactions) == 1
 	}, time.Minute, 20*time.Millisecond, "one receipt")
 
-	// A burst of replies; replica a is stopped while sends are in flight.
+	// A burst of replies; the replica sending one is stopped while the send is in flight.
 	const n = 24
 	for i := range n {
 		_, err := pool.Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, content) VALUES ($1, 'text', $2, $3)`,
@@ -81,19 +81,25 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 		return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) >= 3
 	},
 		time.Minute, 10*time.Millisecond)
-	// Slow Lark down so that a send of replica a is in flight when the signal arrives.
-	sb.FailNext(sandbox.RouteCreate, 3, sandbox.Fail{Delay: 1500 * time.Millisecond})
+	// Slow Lark down so that a send is in flight when the signal arrives: every remaining send
+	// takes half a second, long enough to see which replica holds the chat's one in-flight
+	// row, however busy the machine. That replica is the one stopped.
+	sb.FailNext(sandbox.RouteCreate, n, sandbox.Fail{Delay: 500 * time.Millisecond})
+	var holder string
 	require.Eventually(t, func() bool {
-		return count(`SELECT count(*) FROM outbox WHERE state = 'sending' AND claimed_by LIKE 'a/%'`) > 0
-	}, time.Minute, 5*time.Millisecond, "replica a has a send in flight")
+		err := pool.QueryRow(ctx, `SELECT claimed_by FROM outbox WHERE state = 'sending' AND uuid LIKE 'e2e-burst-%' LIMIT 1`).Scan(&holder)
+		return err == nil
+	}, time.Minute, 5*time.Millisecond, "a send in flight")
+	name, _, _ := strings.Cut(holder, "/") // a sender's claims are "<replica>/<random>"
+	require.Contains(t, replicas, name, "claimed by %q", holder)
 	start := time.Now()
-	a.stop(t) // SIGTERM; fails the test if the process does not exit cleanly (see stop)
-	t.Logf("replica a stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	replicas[name].stop(t) // SIGTERM; fails the test if the process does not exit cleanly (see stop)
+	t.Logf("replica %s stopped %s after SIGTERM with a send in flight", name, time.Since(start).Round(time.Millisecond))
 
 	require.Eventually(t, func() bool {
 		return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) == n
 	},
-		time.Minute, 20*time.Millisecond, "replica b delivered the rest")
+		2*time.Minute, 20*time.Millisecond, "the other replica delivered the rest")
 	var burst []string
 	for _, m := range sb.Chat(chat).BotMessages() {
 		if m.MsgType == "text" {
