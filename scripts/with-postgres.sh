@@ -59,7 +59,6 @@ fi
 base=$(mktemp -d /tmp/loopx-pg.XXXXXX)
 chmod 755 "$base"
 data="$base/data"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 55432)
 as_pg=()
 if [[ $(id -u) -eq 0 ]]; then
   chown postgres: "$base"
@@ -67,14 +66,26 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 "${as_pg[@]}" "$bindir/initdb" -D "$data" -U postgres -A trust -E UTF8 --locale=C --no-sync >"$base/initdb.log" 2>&1 \
   || { cat "$base/initdb.log" >&2; exit 1; }
-# Throw-away test cluster: durability off, more connections for parallel test packages.
-"${as_pg[@]}" "$bindir/pg_ctl" -D "$data" -l "$base/postgres.log" -w -t 60 \
-  -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
-  start >/dev/null || { cat "$base/postgres.log" >&2; exit 1; }
+# Throw-away test cluster: durability off, more connections for parallel test packages. A
+# free port is picked at random; another cluster starting at the same moment (two suites at
+# once) may take it first, so a start that fails is tried again on another port.
 cleanup() {
   "${as_pg[@]}" "$bindir/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$base"
 }
 trap cleanup EXIT INT TERM
+started=""
+for _ in 1 2 3 4 5; do
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null \
+    || echo $((20000 + RANDOM % 30000)))
+  if "${as_pg[@]}" "$bindir/pg_ctl" -D "$data" -l "$base/postgres.log" -w -t 120 \
+    -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+    start >/dev/null; then
+    started=1
+    break
+  fi
+  "${as_pg[@]}" "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+done
+[[ -n "$started" ]] || { cat "$base/postgres.log" >&2; exit 1; }
 export TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 "$@"
