@@ -135,6 +135,12 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func setup(t *testing.T, o bundleOpts) *testBundle {
 	t.Helper()
 	so := o.sandbox
+	if so.AckBudget == 0 {
+		// Lark's 3 s answer budget is not what these tests check (one push acknowledged, one
+		// effect); on a busy machine a handler may take longer, and a push redelivered for
+		// being slow would fail "acknowledged at the first attempt" for the wrong reason.
+		so.AckBudget = settle
+	}
 	so.VerificationToken = testToken
 	if !o.noKey {
 		so.EncryptKey = testKey
