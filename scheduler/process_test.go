@@ -2,11 +2,14 @@ package scheduler_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -45,10 +48,7 @@ func startServe(t *testing.T, bin, url, name string, env ...string) *serveProc {
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
 	t.Cleanup(func() { logFile.Close() })
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := lis.Addr().String()
-	require.NoError(t, lis.Close())
+	addr := freeAddr(t)
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LOOPX_HOME=" + home,
@@ -66,6 +66,35 @@ func startServe(t *testing.T, bin, url, name string, env ...string) *serveProc {
 	})
 	p.waitReady(t)
 	return p
+}
+
+// freeAddr returns a loopback address whose port is free, for a process the test starts
+// next. The port is drawn at random from below the kernel's ephemeral range: a port there is
+// never handed to an outgoing connection or to a listener on port 0, so on a busy machine
+// nothing else takes it in the seconds before serve binds it.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	lo := 32768 // Linux's default first ephemeral port
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				lo = n
+			}
+		}
+	}
+	if lo > 12000 {
+		for range 100 {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(10000+rand.IntN(lo-10000)))
+			if err == nil {
+				defer l.Close()
+				return l.Addr().String()
+			}
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // waitReady polls /readyz. The deadline only bounds a serve that never comes up; on a busy

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,8 +50,30 @@ func TestMain(m *testing.M) {
 
 const e2eAdminToken = "e2e-admin-token-0123456789abcdef"
 
+// freeAddr returns a loopback address whose port is free, for a process the test starts
+// next. The port is drawn at random from below the kernel's ephemeral range: a port there is
+// never handed to an outgoing connection or to a listener on port 0, so on a busy machine
+// (two suites at once, thousands of connections) nothing else takes it in the seconds before
+// the process binds it, as happened with a port the kernel had handed out.
 func freeAddr(t *testing.T) string {
 	t.Helper()
+	lo := 32768 // Linux's default first ephemeral port
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				lo = n
+			}
+		}
+	}
+	if lo > 12000 {
+		for range 100 {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(10000+mrand.IntN(lo-10000)))
+			if err == nil {
+				defer l.Close()
+				return l.Addr().String()
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
