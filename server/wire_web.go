@@ -59,7 +59,7 @@ func wireWeb(ctx context.Context, d *deps) ([]component, error) {
 	}
 	base := webURL(d.cfg)
 	srv, err := web.New(web.Options{
-		Store: d.store, Changes: d.changes, Cards: d.cards, Templates: d.templates,
+		Store: d.store, Changes: d.changes, Cards: d.cards, Templates: d.templates, Inbox: d.inbox,
 		AdminToken: token, Admins: d.cfg.Admins, DefaultLang: d.cfg.Lang, BaseURL: base,
 		SecureCookies: strings.HasPrefix(base, "https://"), Now: d.now, Logger: d.logger.With("component", "web"),
 	})

@@ -304,6 +304,7 @@ type GoalPage struct {
 	Audit     []Audit
 	Proposals []Proposal
 	Spent     int
+	Schedules []HomeSchedule // the armed schedules' next fires (heartbeats per agent, the report)
 }
 
 // DigestRecord is a past report digest with its facts.
@@ -398,6 +399,17 @@ func ReadGoalPage(ctx context.Context, db DB, g Goal, now time.Time) (GoalPage, 
 		return GoalPage{}, err
 	}
 	if p.Spent, err = SpentSlots(ctx, db, g.ID, time.Duration(g.WindowHours)*time.Hour, now); err != nil {
+		return GoalPage{}, err
+	}
+	if rows, err = q("read schedules", `SELECT goal_id, agent_id, kind, spec, tz, next_fire_at FROM schedule
+		WHERE goal_id = $1 AND enabled AND NOT held AND next_fire_at IS NOT NULL ORDER BY kind, agent_id`, g.ID); err != nil {
+		return GoalPage{}, err
+	}
+	if p.Schedules, err = collect(rows, "read schedules", func(r pgx.Row) (HomeSchedule, error) {
+		var h HomeSchedule
+		err := r.Scan(&h.GoalID, &h.AgentID, &h.Kind, &h.Spec, &h.TZ, &h.NextAt)
+		return h, err
+	}); err != nil {
 		return GoalPage{}, err
 	}
 	return p, nil

@@ -61,8 +61,10 @@ func (s *Server) goal(ctx context.Context, r *http.Request, ss *session, v *view
 	}
 	v.Goal, v.Role, v.Page, v.Live = g.Goal, string(g.Role), page, g.ID
 	v.Title = "#" + g.ID
-	v.CanChange = g.Role.AtLeast(store.RoleOwner)
-	v.CanAnswer = v.CanChange
+	need := Needs()
+	v.CanChange = g.Role.AtLeast(need["move"])
+	v.CanAnswer = g.Role.AtLeast(need["approve"])
+	v.CanAct = g.Role.AtLeast(need["todo"]) && g.Role.AtLeast(need["message"])
 	for _, a := range page.Agents {
 		av := agentView{Agent: a}
 		for _, it := range page.Inbox {

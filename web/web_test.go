@@ -17,6 +17,7 @@ import (
 
 	"loopx/cards"
 	"loopx/change"
+	"loopx/inbox"
 	"loopx/store"
 	"loopx/store/storetest"
 	"loopx/templates"
@@ -59,11 +60,13 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	k, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
 	require.NoError(t, err)
-	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, AdminToken: admin, Now: clock.Now})
+	ib, err := inbox.New(st, inbox.Options{Now: clock.Now, Templates: tpl})
+	require.NoError(t, err)
+	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib, AdminToken: admin, Now: clock.Now})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	srv2, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, AdminToken: admin, Now: clock.Now, BaseURL: hs.URL})
+	srv2, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib, AdminToken: admin, Now: clock.Now, BaseURL: hs.URL})
 	require.NoError(t, err)
 	hs.Config.Handler = srv2
 	return &testBundle{st: st, srv: srv2, http: hs, clock: clock}
@@ -366,7 +369,7 @@ func TestStrangerSeesNothingAndChineseRenders(t *testing.T) {
 	b := setup(t)
 	sb := b.signIn(t, stranger)
 	_, body, _ := sb.get("/web/")
-	require.Contains(t, body, "0 goals you can see.")
+	require.Contains(t, body, "0 goals you can see")
 	require.NotContains(t, body, "Publish the draft?")
 	status, body, _ := sb.get("/web/goals/docs")
 	require.Equal(t, http.StatusNotFound, status)
@@ -389,7 +392,7 @@ func TestStrangerSeesNothingAndChineseRenders(t *testing.T) {
 	status, loc = ab.postRaw("/web/signin/admin", url.Values{"token": {admin}})
 	require.Equal(t, http.StatusSeeOther, status)
 	_, body, _ = ab.get(loc)
-	require.Contains(t, body, "1 goals you can see.")
+	require.Contains(t, body, "1 goal you can see")
 	status, _ = b.newBrowser(t).postRaw("/web/signin/admin", url.Values{"token": {"wrong"}})
 	require.Equal(t, http.StatusUnauthorized, status)
 }
@@ -483,7 +486,9 @@ func TestDatabaseOutageIs503WithRetryAfter(t *testing.T) {
 	cs := cards.New(tpl, "zh")
 	k, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
 	require.NoError(t, err)
-	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, AdminToken: admin, DefaultLang: "zh"})
+	ib, err := inbox.New(st, inbox.Options{Templates: tpl})
+	require.NoError(t, err)
+	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib, AdminToken: admin, DefaultLang: "zh"})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)

@@ -25,6 +25,7 @@ import (
 
 	"loopx/cards"
 	"loopx/change"
+	"loopx/inbox"
 	"loopx/store"
 	"loopx/store/storetest"
 	"loopx/templates"
@@ -101,7 +102,11 @@ func run(ctx context.Context, goals, n int, out string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl})
+	ib, err := inbox.New(st, inbox.Options{Templates: tpl})
+	if err != nil {
+		return err
+	}
+	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib})
 	if err != nil {
 		return err
 	}
