@@ -75,9 +75,10 @@ type Options struct {
 	Changes *change.Kernel
 	// Cards renders gate and proposal cards. Required: the process's one set.
 	Cards *cards.Set
-	// SignInLink issues a one-time workspace sign-in link for a person, inside the chat
-	// transaction (db). Nil: /web says the workspace is not served.
-	SignInLink func(ctx context.Context, db store.DB, openID string) (string, error)
+	// SignInLink issues a one-time workspace sign-in link for a person (in the chat's
+	// language, landing on a page), inside the chat transaction (db). Nil: /web says the
+	// workspace is not served.
+	SignInLink func(ctx context.Context, db store.DB, p store.SignInParams) (string, error)
 }
 
 // Chat turns chat messages and card clicks into authorized operations. It is safe for

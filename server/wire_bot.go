@@ -49,6 +49,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	}
 
 	client := bot.NewClient(cfg, 10*time.Second)
+	d.lark = client
 	if botOpenID == "" {
 		var err error
 		if botOpenID, err = lookupBotOpenID(ctx, d, client); err != nil {

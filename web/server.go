@@ -49,6 +49,9 @@ type Options struct {
 	// BaseURL is the workspace's address as people reach it (http://host:port), for the
 	// sign-in links the bot sends. Required for SignInLink.
 	BaseURL string
+	// Lark signs people in with Lark's OAuth (GET /web/signin/lark); nil leaves the one-time
+	// links and the admin token.
+	Lark LarkSignIn
 	// SecureCookies marks the session cookie Secure even on plain HTTP (behind a TLS proxy).
 	SecureCookies bool
 	// SessionTTL is how long a session lasts; 0 = 12 hours.
@@ -126,6 +129,8 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /web/signin", s.signInPage)
 	s.mux.HandleFunc("POST /web/signin", s.signIn)
 	s.mux.HandleFunc("POST /web/signin/admin", s.signInAdmin)
+	s.mux.HandleFunc("GET /web/signin/lark", s.larkSignIn)
+	s.mux.HandleFunc("GET /web/signin/lark/callback", s.larkCallback)
 	s.mux.HandleFunc("GET /web/events", s.events)
 	s.mux.HandleFunc("/web/", s.unknownPage)
 	s.mux.HandleFunc("GET /web", func(w http.ResponseWriter, r *http.Request) {
@@ -224,6 +229,8 @@ type view struct {
 	CanAct bool // the person may add todos and message agents (a member)
 
 	Token            string
+	Lark             bool   // the sign-in page offers Lark's sign-in
+	Next             string // the page to land on after signing in
 	Heading, Message string
 }
 
@@ -375,6 +382,10 @@ func (s *Server) signInPrompt(w http.ResponseWriter, r *http.Request) {
 	v := s.baseView(r, nil, s.opts.DefaultLang)
 	s.flash(r, v)
 	v.Title = s.pages.Word(v.Lang, "sign_in")
+	v.Lark, v.Next = s.opts.Lark != nil, "/web/"
+	if r.Method == http.MethodGet && store.SafeNext(r.URL.RequestURI()) {
+		v.Next = r.URL.RequestURI()
+	}
 	s.render(w, http.StatusUnauthorized, "signin", v)
 }
 

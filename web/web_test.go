@@ -44,6 +44,14 @@ type testBundle struct {
 // agent codex and one open gate announced to the owner.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+type webOptions = web.Options
+
+// setupWith is setup with the workspace's options changed by edit.
+func setupWith(t *testing.T, edit func(*webOptions)) *testBundle {
+	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
 	st := storetest.New(t, store.Options{Now: clock.Now})
 	ctx := t.Context()
@@ -66,7 +74,11 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	srv2, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib, AdminToken: admin, Now: clock.Now, BaseURL: hs.URL})
+	opts := web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib, AdminToken: admin, Now: clock.Now, BaseURL: hs.URL}
+	if edit != nil {
+		edit(&opts)
+	}
+	srv2, err := web.New(opts)
 	require.NoError(t, err)
 	hs.Config.Handler = srv2
 	return &testBundle{st: st, srv: srv2, http: hs, clock: clock}
@@ -90,7 +102,7 @@ func (b *testBundle) newBrowser(t *testing.T) *browser {
 // link issues a sign-in link for openID as the bot would.
 func (b *testBundle) link(t *testing.T, openID string) string {
 	t.Helper()
-	l, err := b.srv.SignInLink(t.Context(), b.st.DB(), openID)
+	l, err := b.srv.SignInLink(t.Context(), b.st.DB(), store.SignInParams{OpenID: openID})
 	require.NoError(t, err)
 	return l
 }
@@ -174,17 +186,29 @@ func TestSignInLinkIsSingleUseBoundAndShort(t *testing.T) {
 	require.Contains(t, body, "What needs you")
 	require.Contains(t, body, owner)
 
-	// The same link a second time signs nobody in.
+	// The same link a second time says so before any click, and signs nobody in.
 	other := b.newBrowser(t)
-	status, body = other.signInWith(link)
+	status, body, _ = other.get(strings.TrimPrefix(link, other.base))
+	require.Equal(t, http.StatusGone, status)
+	require.Contains(t, body, "This link was already used")
+	require.NotContains(t, body, `action="/web/signin"`, "no Continue button on a used link")
+	lu, _ := url.Parse(link)
+	status, body = other.postRaw("/web/signin", url.Values{"t": {lu.Query().Get("t")}})
 	require.Equal(t, http.StatusUnauthorized, status)
 	require.Contains(t, body, "This link does not work")
 
-	// A link older than 10 minutes neither.
+	// A link older than 10 minutes neither; it says it expired.
 	late := b.link(t, owner)
 	b.clock.Add(store.SignInTTL + time.Second)
-	status, _ = b.newBrowser(t).signInWith(late)
+	status, body, _ = b.newBrowser(t).get(strings.TrimPrefix(late, b.http.URL))
+	require.Equal(t, http.StatusGone, status)
+	require.Contains(t, body, "This link has expired")
+	lu, _ = url.Parse(late)
+	status, _ = b.newBrowser(t).postRaw("/web/signin", url.Values{"t": {lu.Query().Get("t")}})
 	require.Equal(t, http.StatusUnauthorized, status)
+	status, body, _ = b.newBrowser(t).get("/web/signin?t=0123")
+	require.Equal(t, http.StatusNotFound, status)
+	require.Contains(t, body, "This is not a sign-in link of this workspace")
 
 	// Sign-out ends the session on the server.
 	b.clock.Add(-store.SignInTTL - time.Second)
