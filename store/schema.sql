@@ -687,6 +687,7 @@ CREATE TABLE public.web_signin (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     lang text DEFAULT ''::text NOT NULL,
     next text DEFAULT ''::text NOT NULL,
+    admin boolean DEFAULT false NOT NULL,
     CONSTRAINT web_signin_lang_check CHECK ((lang = ANY (ARRAY[''::text, 'en'::text, 'zh'::text]))),
     CONSTRAINT web_signin_next_check CHECK ((length(next) <= 300))
 );

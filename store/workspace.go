@@ -24,6 +24,7 @@ const SignInTTL = 10 * time.Minute
 // a path under /web/, with an optional #fragment).
 type SignInParams struct {
 	OpenID string
+	Admin  bool // the link signs the admin in (OpenID "")
 	Lang   string
 	Next   string
 }
@@ -31,6 +32,7 @@ type SignInParams struct {
 // SignIn is what a spent link signs in.
 type SignIn struct {
 	OpenID string
+	Admin  bool
 	Lang   string
 	Next   string
 }
@@ -45,8 +47,13 @@ func SafeNext(next string) bool {
 // CreateSignIn issues a one-time sign-in link token for a Lark person, usable once within
 // SignInTTL of now.
 func CreateSignIn(ctx context.Context, db DB, p SignInParams, now time.Time) (string, error) {
-	if err := checkOpenIDs("open_id", []string{p.OpenID}); err != nil {
-		return "", err
+	if p.Admin && p.OpenID != "" {
+		return "", Errorf(ErrInvalid, "open_id", "an admin link signs in no person")
+	}
+	if !p.Admin {
+		if err := checkOpenIDs("open_id", []string{p.OpenID}); err != nil {
+			return "", err
+		}
 	}
 	if err := checkLang("lang", p.Lang, true); err != nil {
 		return "", err
@@ -55,8 +62,8 @@ func CreateSignIn(ctx context.Context, db DB, p SignInParams, now time.Time) (st
 		return "", Errorf(ErrInvalid, "next", "is not a page of the workspace")
 	}
 	token := kernelHex(32)
-	_, err := db.Exec(ctx, `INSERT INTO web_signin (token_hash, open_id, lang, next, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-		hashSecret(token), p.OpenID, p.Lang, p.Next, now.Add(SignInTTL), now)
+	_, err := db.Exec(ctx, `INSERT INTO web_signin (token_hash, open_id, admin, lang, next, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		hashSecret(token), p.OpenID, p.Admin, p.Lang, p.Next, now.Add(SignInTTL), now)
 	if err != nil {
 		return "", fmt.Errorf("issue sign-in link: %w", mapErr(err))
 	}
@@ -69,7 +76,7 @@ func CreateSignIn(ctx context.Context, db DB, p SignInParams, now time.Time) (st
 func UseSignIn(ctx context.Context, db DB, token string, now time.Time) (SignIn, error) {
 	var si SignIn
 	err := db.QueryRow(ctx, `UPDATE web_signin SET used_at = $2
-		WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING open_id, lang, next`, hashSecret(token), now).Scan(&si.OpenID, &si.Lang, &si.Next)
+		WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING open_id, admin, lang, next`, hashSecret(token), now).Scan(&si.OpenID, &si.Admin, &si.Lang, &si.Next)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SignIn{}, Errorf(ErrNotFound, "token", "this sign-in link is unknown, used or expired; send /web to the bot for a new one")
 	}

@@ -129,6 +129,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /web/signin", s.signInPage)
 	s.mux.HandleFunc("POST /web/signin", s.signIn)
 	s.mux.HandleFunc("POST /web/signin/admin", s.signInAdmin)
+	s.mux.HandleFunc("POST /web/signin/links", s.issueLink)
 	s.mux.HandleFunc("GET /web/signin/lark", s.larkSignIn)
 	s.mux.HandleFunc("GET /web/signin/lark/callback", s.larkCallback)
 	s.mux.HandleFunc("GET /web/events", s.events)

@@ -3,7 +3,9 @@ package web
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -137,7 +139,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.startSession(w, r, store.WebSession{OpenID: si.OpenID, Lang: si.Lang}, si.Next)
+	s.startSession(w, r, store.WebSession{OpenID: si.OpenID, Admin: si.Admin, Lang: si.Lang}, si.Next)
 }
 
 func (s *Server) signInAdmin(w http.ResponseWriter, r *http.Request) {
@@ -270,4 +272,47 @@ func (s *Server) larkCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	next, _ := url.QueryUnescape(nextEsc)
 	s.startSession(w, r, store.WebSession{OpenID: openID}, next)
+}
+
+// issueLink answers POST /web/signin/links for the admin token (Authorization: Bearer): a
+// fresh one-time link that signs the admin in, or the person named by {"open_id": ...}.
+// `loopx dashboard` calls it on the serving machine, which keeps the admin token.
+func (s *Server) issueLink(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if s.opts.AdminToken == "" || !store.EqualSecret(tok, s.opts.AdminToken) {
+		s.auditRefusedSignIn(r, "web.signin.link", "wrong admin token")
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "the admin token is required to issue a sign-in link"})
+		return
+	}
+	var body struct {
+		OpenID string `json:"open_id"`
+		Next   string `json:"next"`
+		Lang   string `json:"lang"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		{
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "the body is not JSON {open_id, next, lang}"})
+			return
+		}
+	}
+	link, err := s.SignInLink(r.Context(), s.st.DB(), store.SignInParams{OpenID: body.OpenID, Admin: body.OpenID == "", Lang: body.Lang, Next: body.Next})
+	var se *store.Error
+	if errors.As(err, &se) {
+		w.WriteHeader(pageStatus(err))
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": se.Error()})
+		return
+	}
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "issue sign-in link", "err", err)
+		w.WriteHeader(pageStatus(err))
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "the link could not be issued"})
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(map[string]string{"url": link})
 }
