@@ -79,6 +79,8 @@ type Options struct {
 	// language, landing on a page), inside the chat transaction (db). Nil: /web says the
 	// workspace is not served.
 	SignInLink func(ctx context.Context, db store.DB, p store.SignInParams) (string, error)
+	// TurnURL is the workspace page of a turn, which /runs links; nil: no links.
+	TurnURL func(goalID string, turnID int64) string
 }
 
 // Chat turns chat messages and card clicks into authorized operations. It is safe for

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"loopx/bot/sandbox"
@@ -86,4 +88,15 @@ func wireWeb(ctx context.Context, d *deps) ([]component, error) {
 		d.logger.Info("workspace served", "url", base+"/web/")
 	}
 	return []component{{name: "workspace-live", run: srv.Run}}, nil
+}
+
+// turnURLs is the workspace page of a turn, for chat's /runs; nil when the workspace is off.
+func turnURLs(d *deps) func(goalID string, turnID int64) string {
+	if !d.cfg.Web.Enabled {
+		return nil
+	}
+	base := webURL(d.cfg)
+	return func(goalID string, turnID int64) string {
+		return base + "/web/goals/" + url.PathEscape(goalID) + "/turns/" + strconv.FormatInt(turnID, 10)
+	}
 }
