@@ -110,6 +110,17 @@ func (p *Pages) funcs(lang string) template.FuncMap {
 			return strings.NewReplacer("_", " ", ".", " ").Replace(value)
 		},
 		"add": func(a, b int) int { return a + b },
+		// actor says who did something in an audit row: a person's open_id as it is, an
+		// agent by its name, the admin, the scheduler and the system in words.
+		"actor": func(actor string) string {
+			if a, ok := strings.CutPrefix(actor, "agent:"); ok {
+				return p.Word(lang, "actor_agent", a[strings.LastIndex(a, "/")+1:])
+			}
+			if w, ok := p.words[Lang(lang)]["actor_"+actor]; ok {
+				return w
+			}
+			return actor
+		},
 		"dur": func(a, b time.Time) string { return Ago(lang, b.Sub(a)) },
 		"at": func(t time.Time, tz string) string {
 			loc, err := time.LoadLocation(tz)

@@ -78,10 +78,13 @@ func TestTurnPageShowsLogEvidenceDecisionAndSpend(t *testing.T) {
 	require.Contains(t, body, `href="`+path+`"`, "the goal page links the turn")
 	status, body, _ = br.get(path)
 	require.Equal(t, http.StatusOK, status)
-	for _, want := range []string{"wrote intro.md", "Draft of the intro", "https://example.test/intro", "intro drafted",
-		"Write the intro", "finished", "no quota spent", "The decision that started it"} {
+	for _, want := range []string{"Draft of the intro", "https://example.test/intro", "intro drafted",
+		"Write the intro", "finished", "no quota spent", "The decision that started it", "The log is shown to the goal’s owners."} {
 		require.Contains(t, body, want)
 	}
+	require.NotContains(t, body, "wrote intro.md", "the log tail is the owners'")
+	_, body, _ = b.signIn(t, owner).get(path)
+	require.Contains(t, body, "wrote intro.md")
 	status, _, _ = br.get("/web/goals/docs/turns/999999")
 	require.Equal(t, http.StatusNotFound, status)
 	status, _, _ = b.signIn(t, "ou_stranger").get(path)

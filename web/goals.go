@@ -33,7 +33,7 @@ func (s *Server) goals(ctx context.Context, r *http.Request, ss *session, v *vie
 	list, err := store.ListGoalRows(ctx, s.st.DB(), ss.person(s.admins), f, v.Now)
 	var se *store.Error
 	if errors.As(err, &se) && errors.Is(err, store.ErrInvalid) {
-		v.Flash, v.FlashKind = s.pages.Word(v.Lang, "flash_invalid", se.Error()), "warn"
+		v.Flash, v.FlashKind = s.invalid(v.Lang, se), "warn"
 		f = store.GoalListParams{Offset: 0, Limit: store.GoalListPage}
 		page = 1
 		list, err = store.ListGoalRows(ctx, s.st.DB(), ss.person(s.admins), f, v.Now)

@@ -171,7 +171,7 @@ func (s *Server) formError(w http.ResponseWriter, r *http.Request, ss *session, 
 		s.fail(w, r, gerr)
 		return
 	}
-	v.Flash, v.FlashKind = s.pages.Word(v.Lang, "flash_invalid", se.Error()), "warn"
+	v.Flash, v.FlashKind = s.invalid(v.Lang, se), "warn"
 	s.render(w, pageStatus(err), name, v)
 }
 
@@ -343,4 +343,15 @@ func (s *Server) setLang(ctx context.Context, w http.ResponseWriter, r *http.Req
 		to = "/web/"
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// invalid says why a form was refused: the field in the page's words, then (in English) the
+// store's reason; a Chinese page names the field in Chinese and asks to check it, so no
+// English reaches a Chinese screen.
+func (s *Server) invalid(lang string, se *store.Error) string {
+	label := s.pages.Word(lang, "fieldname_"+se.Field)
+	if label == "fieldname_"+se.Field {
+		label = change.FieldName(s.opts.Templates, lang, se.Field)
+	}
+	return s.pages.Word(lang, "flash_invalid", label, se.Msg)
 }

@@ -225,9 +225,10 @@ type view struct {
 
 	Proposal cards.ProposalView
 
-	Goals  goalsView
-	Turn   store.TurnPage
-	CanAct bool // the person may add todos and message agents (a member)
+	Goals   goalsView
+	Turn    store.TurnPage
+	CanAct  bool // the person may add todos and message agents (a member)
+	ShowLog bool // the turn page shows the runner's log tail (owners, admins)
 
 	Token            string
 	Lark             bool   // the sign-in page offers Lark's sign-in

@@ -33,6 +33,10 @@ func (s *Server) turn(ctx context.Context, r *http.Request, ss *session, v *view
 		return "", 0, err
 	}
 	v.Goal, v.Role, v.Turn, v.Live = g.Goal, string(g.Role), tp, g.ID
+	// The runner's log may hold what the agent printed; like the API, which gives it only to
+	// the admin and the turn's agent, the page shows it to the people answerable for the goal
+	// (owners, admins), not to every member.
+	v.ShowLog = g.Role.AtLeast(store.RoleOwner)
 	v.Title = s.pages.Word(v.Lang, "turn_n", tp.Turn.ID) + " · #" + g.ID
 	return "turn", http.StatusOK, nil
 }

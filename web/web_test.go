@@ -381,7 +381,7 @@ func TestBudgetPreviewConfirmAndStale(t *testing.T) {
 	form.Del("key")
 	status, body = br.post("/web/goals/docs/proposals", form)
 	require.Equal(t, http.StatusUnprocessableEntity, status)
-	require.Contains(t, body, "allowed_slots: &#34;many&#34; is not a whole number")
+	require.Contains(t, body, "turns per window: &#34;many&#34; is not a whole number", "the field in people's words, never its internal name")
 
 	// A form without the session's CSRF token changes nothing.
 	status, _ = br.postRaw("/web/goals/docs/proposals", url.Values{"kind": {"goal.pause"}, "csrf": {"forged"}})

@@ -33,6 +33,8 @@ type oauthCode struct {
 func (s *Sandbox) oauthRoutes(mux *http.ServeMux, lark func(pattern string, route Route, auth bool, h func(*http.Request, []byte) answer)) {
 	mux.HandleFunc("GET /open-apis/authen/v1/authorize", s.authorizePage)
 	mux.HandleFunc("POST /open-apis/authen/v1/authorize", s.authorize)
+	// A browser on the authorize page asks for an icon; it has none.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	lark("POST /open-apis/authen/v1/oidc/access_token", RouteOAuthToken, true, s.oidcToken)
 	lark("GET /open-apis/authen/v1/user_info", RouteUserInfo, true, s.userInfo)
 }
