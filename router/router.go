@@ -372,7 +372,7 @@ func (h *handling) meta() store.Meta {
 func (h *handling) kernelError(ctx context.Context, err error, about *target) error {
 	var se *store.Error
 	if errors.As(err, &se) {
-		return h.reply(ctx, "failed", map[string]any{"Problem": se.Error()}, about)
+		return h.reply(ctx, "failed", map[string]any{"Problem": se.Msg}, about) // the reason, never the field's internal name
 	}
 	return err
 }
