@@ -282,6 +282,13 @@ func (s *Server) issueLink(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !s.signins.allow(source(r)) {
+		// Wrong tokens spend the source's attempts like wrong links do.
+		w.Header().Set("Retry-After", strconv.Itoa(int(signInEvery/time.Second)))
+		w.WriteHeader(http.StatusTooManyRequests)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "too many refused sign-ins from this address; wait a minute"})
+		return
+	}
 	if s.opts.AdminToken == "" || !store.EqualSecret(tok, s.opts.AdminToken) {
 		s.auditRefusedSignIn(r, "web.signin.link", "wrong admin token")
 		w.WriteHeader(http.StatusUnauthorized)

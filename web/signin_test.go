@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -97,4 +98,38 @@ func TestSignInWithLark(t *testing.T) {
 	status, body, _ = br.get("/web/goals/docs")
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, body, "Publish the draft?")
+}
+
+// TestAdminTokenIssuesLinks: POST /web/signin/links with the admin token issues a one-time
+// link (loopx dashboard's); without it, nothing, and the refusal is audited.
+func TestAdminTokenIssuesLinks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	post := func(token, body string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, b.http.URL+"/web/signin/links", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		var out struct {
+			URL, Error string
+		}
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
+		return res.StatusCode, out.URL + out.Error
+	}
+	status, msg := post("wrong", "")
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Contains(t, msg, "admin token")
+	status, link := post(admin, `{"next": "/web/goals"}`)
+	require.Equal(t, http.StatusCreated, status)
+	br := b.newBrowser(t)
+	status, loc := br.signInWith(link)
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Equal(t, "/web/goals", loc)
+	_, body, _ := br.get("/web/goals")
+	require.Contains(t, body, "#docs", "the admin sees every goal")
+	status, msg = post(admin, `{"next": "//evil.test/"}`)
+	require.Equal(t, http.StatusUnprocessableEntity, status)
+	require.Contains(t, msg, "not a page of the workspace")
 }
