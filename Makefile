@@ -46,7 +46,7 @@ bench: build
 chaos: postgres pgbouncer build
 	$(GO) run ./bench/chaos -loopx $(BIN) -out bench/results/chaos.json
 
-## release: static binaries for linux and darwin (amd64, arm64) from HEAD, with SHA256SUMS and CHANGES.md, in dist/; VERSION=vX.Y.Z records the release in RELEASES
+## release: static binaries for linux and darwin (amd64, arm64) from HEAD, with SHA256SUMS and CHANGES, in dist/; VERSION=vX.Y.Z records the release in RELEASES
 release:
 	GO=$(GO) DIST=$(DIST) scripts/release.sh
 

@@ -2,7 +2,7 @@
 # Builds a LoopX release from a commit (make release):
 #   DIST/loopx-VERSION-{linux,darwin}-{amd64,arm64}   static binaries (CGO off, zone data inside)
 #   DIST/SHA256SUMS                                   their checksums
-#   DIST/CHANGES.md                                   the changelog section: commits since the previous release
+#   DIST/CHANGES                                   the changelog section: commits since the previous release
 #
 # The source is the commit itself (git archive), never the working tree, and every input is
 # fixed (paths trimmed, no VCS stamp, the commit's own time as the build date), so the same
@@ -71,7 +71,7 @@ trap 'rm -rf "$src"' EXIT
 git archive --format=tar "$commit" | tar -x -C "$src"
 
 mkdir -p "$DIST"
-rm -f "$DIST"/loopx-* "$DIST/SHA256SUMS" "$DIST/CHANGES.md"
+rm -f "$DIST"/loopx-* "$DIST/SHA256SUMS" "$DIST/CHANGES"
 out=$(cd "$DIST" && pwd)
 ldflags="-s -w -X main.version=$version -X main.commit=$commit -X main.date=$date"
 for target in $TARGETS; do
@@ -95,7 +95,7 @@ done
   else
     echo "The first recorded release."
   fi
-} >"$DIST/CHANGES.md"
+} >"$DIST/CHANGES"
 
 if $record; then
   [[ -f RELEASES ]] || die "no RELEASES file at the repository root"
