@@ -360,6 +360,12 @@ var chinesePages = map[string]string{
 	"docs/chat.md":       "docs/chat.zh.md",
 	"docs/lark-setup.md": "docs/lark-setup.zh.md",
 	"docs/sandbox.md":    "docs/sandbox.zh.md",
+	"docs/workspace.md":  "docs/workspace.zh.md",
+	"docs/hosts.md":      "docs/hosts.zh.md",
+	"docs/agents.md":     "docs/agents.zh.md",
+	"docs/api.md":        "docs/api.zh.md",
+	"docs/operations.md": "docs/operations.zh.md",
+	"docs/deploy.md":     "docs/deploy.zh.md",
 }
 
 // shape counts what a translation must keep: headings by level, code blocks, table rows.
@@ -411,9 +417,10 @@ func hanShare(text string) float64 {
 	return float64(han) / float64(han+latin)
 }
 
-// TestChinesePagesForFeishuUsers: README, chat, lark-setup and sandbox have Chinese versions,
-// linked both ways, written in Chinese, with the structure of the English page (so a section
-// added to one and not the other shows).
+// TestChinesePagesForFeishuUsers: every page people read (README, chat, lark-setup, sandbox,
+// workspace, hosts, agents, api, operations, deploy) has a Chinese version, linked both ways
+// and from the Chinese README, written in Chinese, with the structure of the English page (so
+// a section added to one and not the other shows).
 func TestChinesePagesForFeishuUsers(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
@@ -438,6 +445,7 @@ func TestChinesePagesForFeishuUsers(t *testing.T) {
 		require.Greater(t, hanShare(string(zb)), 0.5, "%s is written in Chinese", zh)
 		require.Less(t, hanShare(string(eb)), 0.05, "%s is the English page", en)
 		require.Equal(t, shape(string(eb)), shape(string(zb)), "%s keeps the sections, code blocks and tables of %s", zh, en)
+		require.True(t, zh == "README.zh.md" || linksTo("README.zh.md", zh), "README.zh.md links to %s", zh)
 	}
 }
 
