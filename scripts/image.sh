@@ -7,7 +7,8 @@
 #                            prints the image's size
 #   scripts/image.sh check   build, then run what was built against PostgreSQL: podman run where
 #                            the machine permits it, else the image's filesystem exported and its
-#                            entry point started as the image says (its user, its environment);
+#                            entry point started as the image says (its user, its environment;
+#                            this needs root: a mount namespace and chroot, as a runtime uses);
 #                            a walkthrough through the API and the Lark sandbox, then the
 #                            replicas of deploy/replicas behind nginx (bench/chaos -only image)
 #

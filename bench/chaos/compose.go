@@ -109,8 +109,8 @@ var interpolation = regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)\}`)
 // services, every loopx replica has its own LOOPX_REPLICA and the HTTP transport, and
 // nginx.conf balances over exactly the loopx replicas. It returns the loopx services (their
 // environment interpolated with example.env) and the problems found.
-func checkCompose() (map[string]composeService, map[string]string, []string, error) {
-	raw, err := os.ReadFile(filepath.Join(composeDir, "compose.yaml"))
+func checkCompose(dir string) (map[string]composeService, map[string]string, []string, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "compose.yaml"))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -140,7 +140,7 @@ func checkCompose() (map[string]composeService, map[string]string, []string, err
 		problems = append(problems, "compose.yaml does not follow the Compose Specification: "+err.Error())
 	}
 
-	vars, err := readEnvFile(filepath.Join(composeDir, "example.env"))
+	vars, err := readEnvFile(filepath.Join(dir, "example.env"))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -165,7 +165,7 @@ func checkCompose() (map[string]composeService, map[string]string, []string, err
 		}
 		for _, v := range svc.Volumes {
 			if src, _, _ := strings.Cut(v, ":"); strings.HasPrefix(src, ".") {
-				if _, err := os.Stat(filepath.Join(composeDir, src)); err != nil {
+				if _, err := os.Stat(filepath.Join(dir, src)); err != nil {
 					problems = append(problems, fmt.Sprintf("%s mounts %s, which is not beside compose.yaml", name, src))
 				}
 			}
@@ -174,7 +174,7 @@ func checkCompose() (map[string]composeService, map[string]string, []string, err
 			continue
 		}
 		for _, p := range []string{svc.Build.Context, filepath.Join(svc.Build.Context, svc.Build.Dockerfile)} {
-			if _, err := os.Stat(filepath.Join(composeDir, p)); err != nil {
+			if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 				problems = append(problems, fmt.Sprintf("%s builds from %s, which does not exist", name, p))
 			}
 		}
@@ -191,7 +191,7 @@ func checkCompose() (map[string]composeService, map[string]string, []string, err
 	if len(loopx) < 2 {
 		problems = append(problems, fmt.Sprintf("compose.yaml has %d loopx replicas; the recipe is for several", len(loopx)))
 	}
-	conf, err := os.ReadFile(filepath.Join(composeDir, "nginx.conf"))
+	conf, err := os.ReadFile(filepath.Join(dir, "nginx.conf"))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -242,7 +242,7 @@ func readEnvFile(path string) (map[string]string, error) {
 // the sandbox change), nginx with the recipe's nginx.conf (its upstreams pointed at those
 // ports), and the sandbox posting Lark's callbacks to nginx.
 func (s *suite) composeScenario(ctx context.Context, ir *imageRun, r *ComposeResult, res *Results) error {
-	services, vars, problems, err := checkCompose()
+	services, vars, problems, err := checkCompose(composeDir)
 	if err != nil {
 		return err
 	}

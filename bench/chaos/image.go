@@ -96,6 +96,9 @@ func (ir *imageRun) command(name string, env map[string]string, args ...string) 
 		}
 		return append(append(argv, ir.podman), args...), os.Environ(), nil
 	}
+	if os.Geteuid() != 0 {
+		return nil, nil, errors.New("running the image's filesystem needs root (a mount namespace and chroot, as a container runtime uses): run as root, or where podman run works")
+	}
 	m := numericUser.FindStringSubmatch(ir.cfg.User)
 	if m == nil {
 		return nil, nil, fmt.Errorf("the image's user %q is not numeric (uid[:gid]); this launcher runs numeric users only", ir.cfg.User)
