@@ -59,6 +59,9 @@ type DigestFacts struct {
 	NextTodos   []DigestItem `json:"next_todos"` // the open todos the next turns will pick, by priority
 	Skipped     []TickCount  `json:"skipped"`    // heartbeat ticks skipped, by reason
 	Days        []DigestDay  `json:"days"`
+	// QuietSince is the start of the quiet windows just before this one (no digest was sent
+	// for them: nothing happened); zero when the window before was not quiet.
+	QuietSince time.Time `json:"quiet_since,omitzero"`
 }
 
 const digestListCap = 8

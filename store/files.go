@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -657,4 +658,22 @@ func (s *Store) PruneFiles(ctx context.Context, limit int) (int64, error) {
 		n += tag.RowsAffected()
 	}
 	return n, nil
+}
+
+// PendingFiles lists the stored files of the inbox items waiting for an agent (pending, or
+// drained and not yet acknowledged), for the turn packet.
+func (s *Store) PendingFiles(ctx context.Context, goalID, agentID string) ([]Attachment, error) {
+	rows, err := s.DB().Query(ctx, `SELECT `+prefixCols("a.", attachmentCols)+` FROM attachment a
+		JOIN inbox_item i ON i.id = a.inbox_item_id
+		WHERE i.goal_id = $1 AND i.agent_id = $2 AND i.state IN ('pending', 'delivered') AND a.state = 'stored'
+		ORDER BY a.id LIMIT 50`, goalID, agentID)
+	if err != nil {
+		return nil, fmt.Errorf("list pending files: %w", mapErr(err))
+	}
+	return collect(rows, "list pending files", scanAttachment)
+}
+
+// FileURL is where the API serves a file's content, under base (LOOPX_URL).
+func FileURL(base string, id int64) string {
+	return strings.TrimRight(base, "/") + "/v1/files/" + strconv.FormatInt(id, 10)
 }

@@ -17,7 +17,7 @@ const (
 
 // AgentNotice renders the outbox rows that announce a change of an agent's hold (the
 // breaker card, or its update), inside the operation's transaction.
-type AgentNotice func(ctx context.Context, db DB, before, after Agent) ([]OutboxInsert, error)
+type AgentNotice func(ctx context.Context, db DB, before, after Agent, by string) ([]OutboxInsert, error)
 
 // HoldParams holds an agent on an owner's word: no heartbeat opens a turn for it, and
 // should-run answers held, until an owner resumes it.
@@ -68,7 +68,7 @@ func (s *Store) HoldAgent(ctx context.Context, p HoldParams) (HoldResult, error)
 		if err != nil {
 			return HoldResult{}, Audit{}, err
 		}
-		if err := notice(ctx, tx, p.Notice, before, after); err != nil {
+		if err := notice(ctx, tx, p.Notice, before, after, p.Meta.Actor); err != nil {
 			return HoldResult{}, Audit{}, err
 		}
 		return HoldResult{Agent: after, Changed: true, Before: before}, Audit{GoalID: p.GoalID,
@@ -121,7 +121,7 @@ func (s *Store) ResumeAgent(ctx context.Context, p ResumeParams) (HoldResult, er
 		if _, err := tx.Exec(ctx, `SELECT pg_notify('loopx_schedule', $1)`, p.GoalID); err != nil {
 			return HoldResult{}, Audit{}, fmt.Errorf("wake scheduler: %w", mapErr(err))
 		}
-		if err := notice(ctx, tx, p.Notice, before, after); err != nil {
+		if err := notice(ctx, tx, p.Notice, before, after, p.Meta.Actor); err != nil {
 			return HoldResult{}, Audit{}, err
 		}
 		return HoldResult{Agent: after, Changed: true, Before: before}, Audit{GoalID: p.GoalID,
@@ -130,11 +130,11 @@ func (s *Store) ResumeAgent(ctx context.Context, p ResumeParams) (HoldResult, er
 	})
 }
 
-func notice(ctx context.Context, db DB, n AgentNotice, before, after Agent) error {
+func notice(ctx context.Context, db DB, n AgentNotice, before, after Agent, by string) error {
 	if n == nil {
 		return nil
 	}
-	rows, err := n(ctx, db, before, after)
+	rows, err := n(ctx, db, before, after, by)
 	if err != nil {
 		return fmt.Errorf("render agent notice: %w", err)
 	}
@@ -180,4 +180,9 @@ func ListHeldAgents(ctx context.Context, db DB, goalID string) ([]Agent, error) 
 		return nil, fmt.Errorf("list held agents: %w", mapErr(err))
 	}
 	return collect(rows, "list held agents", scanAgent)
+}
+
+// GetAgentIn reads one agent through db (a caller's transaction).
+func GetAgentIn(ctx context.Context, db DB, goalID, agentID string) (Agent, error) {
+	return getAgent(ctx, db, goalID, agentID)
 }

@@ -122,6 +122,23 @@ func AddTurnNoteTx(ctx context.Context, db DB, turnID int64, text string, now ti
 	return n, nil
 }
 
+// AddTurnNoteByID records a progress note on live turn id (an exec runner's marked output
+// line); a turn that ended meanwhile takes none.
+func (s *Store) AddTurnNoteByID(ctx context.Context, turnID int64, text string) error {
+	if CleanNote(text) == "" {
+		return nil
+	}
+	var live bool
+	if err := s.DB().QueryRow(ctx, `SELECT state = 'live' FROM turn WHERE id = $1`, turnID).Scan(&live); err != nil {
+		return fmt.Errorf("read turn: %w", mapErr(err))
+	}
+	if !live {
+		return nil
+	}
+	_, err := AddTurnNoteTx(ctx, s.DB(), turnID, text, s.now())
+	return err
+}
+
 // ListTurnNotes returns the turn's newest notes (at most limit), oldest first.
 func ListTurnNotes(ctx context.Context, db DB, turnID int64, limit int) ([]TurnNote, error) {
 	rows, err := db.Query(ctx, `SELECT id, turn_id, text, at FROM (
