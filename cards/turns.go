@@ -315,4 +315,3 @@ func (tc TurnCards) BreakerUpdate(ctx context.Context, db store.DB, before, afte
 	}
 	return out, nil
 }
-

@@ -146,8 +146,8 @@ type Stats struct {
 	Missed    int
 	Started   int // turns handed to a runner
 	Reminders int
-	Cards     int // turns whose card (or breaker) moved on
-	RunNow    int // heartbeats fired now
+	Cards     int           // turns whose card (or breaker) moved on
+	RunNow    int           // heartbeats fired now
 	DBTime    time.Duration // time spent claiming, deciding and settling due schedules
 }
 

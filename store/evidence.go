@@ -36,7 +36,7 @@ type AddEvidenceParams struct {
 	Ref     string
 	// File, when set, is a deliverable attached to the evidence (staged with StageBlob first).
 	File *FileUpload `json:"file,omitempty"`
-	Meta Meta `json:"-"`
+	Meta Meta        `json:"-"`
 }
 
 // ListEvidenceParams filters ListEvidence.

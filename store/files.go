@@ -44,10 +44,10 @@ type BlobStore interface {
 // pgBlobs keeps contents in file_chunk, written in the recording transaction.
 type pgBlobs struct{}
 
-func (pgBlobs) Name() string                                   { return "pg" }
-func (pgBlobs) Put(context.Context, []byte, []byte) error      { return nil }
+func (pgBlobs) Name() string                                       { return "pg" }
+func (pgBlobs) Put(context.Context, []byte, []byte) error          { return nil }
 func (pgBlobs) Get(context.Context, []byte) (io.ReadCloser, error) { return nil, errors.ErrUnsupported }
-func (pgBlobs) Delete(context.Context, []byte) error           { return nil }
+func (pgBlobs) Delete(context.Context, []byte) error               { return nil }
 
 // Blob is a file's content ready to be stored: its SHA-256 and size, checked against the cap.
 type Blob struct {

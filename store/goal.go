@@ -18,28 +18,28 @@ const (
 
 // Goal is one long-horizon objective with its owners, quota policy and schedules.
 type Goal struct {
-	ID            string    `json:"id"`
-	Title         string    `json:"title"`
-	Objective     string    `json:"objective"`
-	Owners        []string  `json:"owners"`  // Lark open_ids who may steer and answer gates
-	Members       []string  `json:"members"` // Lark open_ids who may message agents and read
-	Status        string    `json:"status"`  // active | stopped | done
-	WindowHours   int       `json:"window_hours"`
-	AllowedSlots  int       `json:"allowed_slots"`
-	HeartbeatSpec string    `json:"heartbeat_spec"` // robfig/cron standard spec; "" = none
-	HeartbeatTZ   string    `json:"heartbeat_tz"`   // IANA zone
-	ReportSpec    string    `json:"report_spec"`
-	ReportTZ      string    `json:"report_tz"`
-	Lang          string    `json:"lang"`        // en | zh
-	StallTurns    int       `json:"stall_turns"` // turns in a row without progress before a stall gate; 0 = off
+	ID            string   `json:"id"`
+	Title         string   `json:"title"`
+	Objective     string   `json:"objective"`
+	Owners        []string `json:"owners"`  // Lark open_ids who may steer and answer gates
+	Members       []string `json:"members"` // Lark open_ids who may message agents and read
+	Status        string   `json:"status"`  // active | stopped | done
+	WindowHours   int      `json:"window_hours"`
+	AllowedSlots  int      `json:"allowed_slots"`
+	HeartbeatSpec string   `json:"heartbeat_spec"` // robfig/cron standard spec; "" = none
+	HeartbeatTZ   string   `json:"heartbeat_tz"`   // IANA zone
+	ReportSpec    string   `json:"report_spec"`
+	ReportTZ      string   `json:"report_tz"`
+	Lang          string   `json:"lang"`        // en | zh
+	StallTurns    int      `json:"stall_turns"` // turns in a row without progress before a stall gate; 0 = off
 	// Settings with a machine default (GoalDefaults): nil takes the default, a value
 	// overrides it. See goalsettings.go.
-	BreakerFailures *int  `json:"breaker_failures"` // failed or empty turns in a row before the agent is held; 0 = off
-	ProgressCard    *bool `json:"progress_card"`    // a live progress card in chat while a turn runs
-	QuietDigests    *bool `json:"quiet_digests"`    // a scheduled digest with nothing new is not sent
-	Version         int64 `json:"version"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	BreakerFailures *int      `json:"breaker_failures"` // failed or empty turns in a row before the agent is held; 0 = off
+	ProgressCard    *bool     `json:"progress_card"`    // a live progress card in chat while a turn runs
+	QuietDigests    *bool     `json:"quiet_digests"`    // a scheduled digest with nothing new is not sent
+	Version         int64     `json:"version"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
 }
 
 // CreateGoalParams creates a goal. Zero values take the defaults: window 24 h, 24 slots,

@@ -46,7 +46,7 @@ func DefaultRetention() Retention {
 // Pruned counts the rows one Prune deleted, by kind.
 type Pruned struct {
 	Decisions, LarkEvents, Receipts, Proposals, Outbox, Inbox, Unrouted, Audit, Runs, Spends int64
-	RunRequests, Files                                                                      int64
+	RunRequests, Files                                                                       int64
 }
 
 // pruneBatch bounds one DELETE, so a large backlog never holds its locks long.
