@@ -49,9 +49,9 @@ type GoalChange struct {
 	BreakerFailures *string `json:"breaker_failures,omitempty"` // failures in a row, 0 (off) to 100, or default
 	ProgressCard    *string `json:"progress_card,omitempty"`    // on | off | default
 	QuietDigests    *string `json:"quiet_digests,omitempty"`    // on | off | default
-	Title         *string   `json:"title,omitempty"`
-	Objective     *string   `json:"objective,omitempty"`
-	Lang          *string   `json:"lang,omitempty"`
+	Title           *string `json:"title,omitempty"`
+	Objective       *string `json:"objective,omitempty"`
+	Lang            *string `json:"lang,omitempty"`
 }
 
 // AgentChange lists the agent settings to change; nil leaves a setting as it is.
