@@ -364,7 +364,8 @@ type FileNotice func(ctx context.Context, db DB, a Attachment, item InboxItem) (
 func (s *Store) SaveFetched(ctx context.Context, id int64, owner, name string, data []byte, refused FileNotice) error {
 	b, berr := s.NewBlob(data)
 	if berr != nil {
-		return s.FailFetch(ctx, id, owner, berr.Error(), true, 0, refused)
+		// The reason starts with its code, so the notice can tell a file too large.
+		return s.FailFetch(ctx, id, owner, ReasonTooLarge+": "+berr.Error(), true, 0, refused)
 	}
 	if err := s.StageBlob(ctx, b); err != nil {
 		return err
