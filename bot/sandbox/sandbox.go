@@ -157,6 +157,7 @@ type Sandbox struct {
 	cardURL   string
 	ws        wsState
 	state     *stateStore // nil without Options.StateDir
+	resources map[string]*Resource
 }
 
 // New validates opts, applies defaults and binds the listener, so URL is known at once.
@@ -171,26 +172,27 @@ func New(opts Options) (*Sandbox, error) {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s := &Sandbox{
-		opts:     opts,
-		log:      opts.Logger,
-		now:      opts.Now,
-		nonce:    randomHex(3),
-		ln:       ln,
-		base:     "http://" + ln.Addr().String(),
-		bg:       bg,
-		cancel:   cancel,
-		httpc:    &http.Client{Timeout: opts.AckBudget},
-		changed:  make(chan struct{}),
-		tokens:   map[string]tokenInfo{},
-		chats:    map[string]*chat{},
-		messages: map[string]*Message{},
-		uuids:    map[string]uuidEntry{},
-		clicks:   map[string]*clickToken{},
-		patches:  map[string]*rateStat{},
-		faults:   map[Route][]Fail{},
-		eventURL: opts.EventURL,
-		cardURL:  opts.CardURL,
-		ws:       newWSState(),
+		opts:      opts,
+		log:       opts.Logger,
+		now:       opts.Now,
+		nonce:     randomHex(3),
+		ln:        ln,
+		base:      "http://" + ln.Addr().String(),
+		bg:        bg,
+		cancel:    cancel,
+		httpc:     &http.Client{Timeout: opts.AckBudget},
+		changed:   make(chan struct{}),
+		tokens:    map[string]tokenInfo{},
+		chats:     map[string]*chat{},
+		messages:  map[string]*Message{},
+		uuids:     map[string]uuidEntry{},
+		clicks:    map[string]*clickToken{},
+		patches:   map[string]*rateStat{},
+		resources: map[string]*Resource{},
+		faults:    map[Route][]Fail{},
+		eventURL:  opts.EventURL,
+		cardURL:   opts.CardURL,
+		ws:        newWSState(),
 	}
 	if opts.StateDir != "" {
 		if err := s.openState(opts.StateDir); err != nil {
@@ -432,6 +434,7 @@ type answer struct {
 	status  int
 	body    any
 	headers map[string]string
+	raw     []byte // a download: written as is with headers, instead of body as JSON
 }
 
 func ok(data any) answer {
@@ -452,5 +455,9 @@ func writeJSON(w http.ResponseWriter, status int, headers map[string]string, bod
 }
 
 func readBody(r *http.Request) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	limit := int64(4 << 20)
+	if strings.HasSuffix(r.URL.Path, "/im/v1/images") || strings.HasSuffix(r.URL.Path, "/im/v1/files") || strings.HasSuffix(r.URL.Path, "/sandbox/v1/files") {
+		limit = MaxFileBytes + 1<<20 // an upload: the file and its form
+	}
+	return io.ReadAll(io.LimitReader(r.Body, limit))
 }
