@@ -678,3 +678,9 @@ func (s *Store) PendingFiles(ctx context.Context, goalID, agentID string) ([]Att
 func FileURL(base string, id int64) string {
 	return strings.TrimRight(base, "/") + "/v1/files/" + strconv.FormatInt(id, 10)
 }
+
+// AttachReply records a file an agent sends back in reply to inbox item it (its content
+// staged before), on the Store's executor (join the reply's transaction with In).
+func (s *Store) AttachReply(ctx context.Context, it InboxItem, f FileUpload, now time.Time) (Attachment, error) {
+	return s.attachTx(ctx, s.DB(), it.GoalID, "reply_of", it.ID, f, now)
+}
