@@ -22,7 +22,7 @@ load "before Go benchmarks"
 echo "== Go benchmarks (server-side should-run decision at 10,000 goals; the chat fast path's statement per batch size beside a single-row INSERT commit)" >&2
 raw=$(mktemp)
 trap 'rm -f "$raw"; load "end"' EXIT
-go test -run '^$' -bench . -benchtime 2000x -benchmem ./scheduler/quota/ ./store/ | tee "$raw" >&2
+go test -run '^$' -bench . -benchtime 2000x -benchmem ./quota/ ./store/ | tee "$raw" >&2
 # One JSON object per benchmark line: name, iterations and every "value unit" pair.
 awk -v at="$(date -u +%Y-%m-%dT%H:%M:%SZ)" '
   BEGIN { printf "{\n  \"at\": \"%s\",\n  \"benchmarks\": [", at; n = 0 }
