@@ -111,6 +111,8 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /web/proposals/{proposal}/confirm", s.form(s.confirm))
 	s.mux.HandleFunc("POST /web/proposals/{proposal}/cancel", s.form(s.cancel))
 	s.mux.HandleFunc("POST /web/lang", s.form(s.setLang))
+	s.mux.HandleFunc("POST /web/goals/{goal}/agents/{agent}/{verb}", s.form(s.agentWork))
+	s.mux.HandleFunc("GET /web/files/{file}", s.file)
 	s.mux.HandleFunc("POST /web/signout", s.form(s.signOut))
 	s.mux.HandleFunc("GET /web/signin", s.signInPage)
 	s.mux.HandleFunc("POST /web/signin", s.signIn)
@@ -263,6 +265,7 @@ func (s *Server) flash(r *http.Request, v *view) {
 		"settled":     {"applied", "cancelled", "stale", "expired", "refused"},
 		"answered":    {"approved", "rejected", "answered"},
 		"not_allowed": {"owners", "admins"},
+		"agent_stop":  nil, "agent_run": nil, "agent_pause": nil, "agent_resume": nil,
 	}
 	args, ok := allowed[code]
 	if !ok || (args != nil && !contains(args, arg)) {
@@ -277,7 +280,8 @@ func (s *Server) flash(r *http.Request, v *view) {
 	} else {
 		v.Flash = s.pages.Word(v.Lang, "flash_"+code, a)
 	}
-	v.FlashKind = map[string]string{"applied": "ok", "answered": "ok", "signed_out": "ok", "cancelled": "info", "settled": "info"}[code]
+	v.FlashKind = map[string]string{"applied": "ok", "answered": "ok", "signed_out": "ok", "cancelled": "info", "settled": "info",
+		"agent_stop": "ok", "agent_run": "ok", "agent_pause": "ok", "agent_resume": "ok"}[code]
 	if v.FlashKind == "" {
 		v.FlashKind = "warn"
 	}
