@@ -31,7 +31,7 @@ type NeedsYou struct {
 	OpenGates      []store.Gate  `json:"open_gates"`
 	Stalled        bool          `json:"stalled"`
 	Paused         bool          `json:"paused"`
-	Held           bool          `json:"held"` // the agent is held (the breaker or an owner): see decision.held
+	Held           bool          `json:"held"`      // the agent is held (the breaker or an owner): see decision.held
 	NoOwners       bool          `json:"no_owners"` // nobody can answer a gate
 	FailedSends    int           `json:"failed_sends"`
 	RecentFailures []SendFailure `json:"recent_failures"` // newest first, at most 3

@@ -317,4 +317,3 @@ func TurnEvidence(ctx context.Context, db DB, turnID int64, limit int) ([]Eviden
 func MarkTurnProgress(ctx context.Context, db DB, goalID, agentID string, now time.Time) error {
 	return markProgress(ctx, db, goalID, agentID, 0, now)
 }
-
