@@ -98,6 +98,24 @@ type FileRequest struct {
 	InThread   bool     `json:"in_thread,omitempty"`
 }
 
+// Stats is what GET /sandbox/v1/stats?chat_id= returns: the chat's and the app's send
+// counters, and how many card updates the per-message limit refused.
+type Stats struct {
+	Chat           ChatStats `json:"chat"`
+	App            ChatStats `json:"app"`
+	PatchesRefused int       `json:"patches_refused"`
+}
+
+func (s *Sandbox) statsOf(chatID string) Stats {
+	st := Stats{Chat: s.Chat(chatID).Stats(), App: s.AppStats()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.patches {
+		st.PatchesRefused += p.limited
+	}
+	return st
+}
+
 // ClickRequest is the body of POST /sandbox/v1/click.
 type ClickRequest struct {
 	MessageID string `json:"message_id"`
@@ -142,6 +160,9 @@ func (s *Sandbox) controlRoutes(mux *http.ServeMux) {
 	h("POST /sandbox/v1/messages", s.controlPost)
 	h("POST /sandbox/v1/click", s.controlClick)
 	h("POST /sandbox/v1/files", s.controlFile)
+	h("GET /sandbox/v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, nil, s.statsOf(r.URL.Query().Get("chat_id")))
+	})
 }
 
 func controlFail(w http.ResponseWriter, err error) {

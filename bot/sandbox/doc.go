@@ -102,6 +102,7 @@
 //	     reply_to, in_thread} → PostAnswer {message_id, event_id, delivered}
 //	POST /sandbox/v1/files     FileRequest {chat_id, chat_type, open_id, name, data (base64),
 //	     caption, mention_bot, reply_to, in_thread} → PostAnswer
+//	GET  /sandbox/v1/stats?chat_id=  → Stats {chat, app, patches_refused}
 //	POST /sandbox/v1/click     ClickRequest {message_id, button (1-based), open_id}
 //	     → ClickAnswer {toast, card_updated, error}
 package sandbox
