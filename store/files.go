@@ -664,10 +664,10 @@ func (s *Store) PruneFiles(ctx context.Context, limit int) (int64, error) {
 // PendingFiles lists the stored files of the inbox items waiting for an agent (pending, or
 // drained and not yet acknowledged), for the turn packet.
 func (s *Store) PendingFiles(ctx context.Context, goalID, agentID string) ([]Attachment, error) {
-	rows, err := s.DB().Query(ctx, `SELECT `+prefixCols("a.", attachmentCols)+` FROM attachment a
-		JOIN inbox_item i ON i.id = a.inbox_item_id
+	rows, err := s.DB().Query(ctx, `SELECT `+attachmentCols+` FROM attachment WHERE id IN (
+		SELECT a.id FROM attachment a JOIN inbox_item i ON i.id = a.inbox_item_id
 		WHERE i.goal_id = $1 AND i.agent_id = $2 AND i.state IN ('pending', 'delivered') AND a.state = 'stored'
-		ORDER BY a.id LIMIT 50`, goalID, agentID)
+		ORDER BY a.id LIMIT 50) ORDER BY id`, goalID, agentID)
 	if err != nil {
 		return nil, fmt.Errorf("list pending files: %w", mapErr(err))
 	}
