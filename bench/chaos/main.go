@@ -32,7 +32,7 @@ func main() {
 	flag.StringVar(&o.corpus, "corpus", "bench/chaos/corpus", "the bad-input corpus")
 	flag.IntVar(&o.events, "events", 10000, "chat events of the duplicate scenario (half over each transport)")
 	flag.Float64Var(&o.ladderScale, "ladder-scale", 1000, "how much faster than Lark the redelivery ladder runs")
-	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (default all): chat,faults,ratelimit,seam,badinput,pgbouncer")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (default all): chat,faults,ratelimit,seam,badinput,work,pgbouncer")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs, database) after the run")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -84,6 +84,7 @@ type Results struct {
 	Seam      *SeamResult       `json:"seam,omitempty"`
 	BadInput  *BadInputResult   `json:"bad_input,omitempty"`
 	PgBouncer *PgBouncerResult  `json:"pgbouncer,omitempty"`
+	Work      *WorkResult       `json:"work,omitempty"`
 	Durations map[string]string `json:"scenario_durations"`
 }
 
@@ -151,6 +152,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) (*Results, error) 
 		{"faults", s.faultScenario},
 		{"ratelimit", s.rateLimitScenario},
 		{"seam", s.seamScenario},
+		{"work", s.workScenario},
 		{"pgbouncer", s.pgBouncerScenario},
 	} {
 		if !o.wants(sc.name) {
