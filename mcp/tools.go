@@ -390,6 +390,10 @@ func nextStepFor(out ShouldRunOut) string {
 		fmt.Fprintf(&b, "Another turn of this agent is live (%s): stop now without spending. If that turn is yours (this host restarted), call should_run with its turn_instance_id to continue it.", out.Message)
 	case out.State == quota.StatePaused:
 		fmt.Fprintf(&b, "The goal is paused (%s): stop without spending and stop the loop until an owner resumes it.", out.Message)
+	case out.State == quota.StateStop:
+		b.WriteString("An owner stopped your turn: it has ended (stopped). Stop now: change nothing more and do not spend_slot.")
+	case out.State == quota.StateHeld:
+		fmt.Fprintf(&b, "This agent is held (%s): stop without spending and stop the loop until an owner resumes it.", out.Message)
 	case out.State == quota.StateWaiting:
 		fmt.Fprintf(&b, "Waiting for an owner to answer gate(s) %v: stop without spending.", out.Gates.Blocking)
 		b.WriteString(wait)
