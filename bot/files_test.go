@@ -132,4 +132,3 @@ func (e *testBundle) ownerSaysIn(chat, text string) *sandbox.Delivery {
 	require.NoError(e.t, err)
 	return d
 }
-

@@ -16,6 +16,9 @@
 //     through store.GetGoalAs, store.ReadHome (loopx_role in SQL) and change.Get; a goal the
 //     person may not see answers like one that does not exist. Controls that need an owner are
 //     not rendered for members, and the handlers check again.
+//   - Owners stop an agent's live turn, fire its heartbeat now, pause and resume it from the
+//     goal page (the same store operations as chat, audited); members download the files of
+//     their goals (/web/files/{id}), which anyone else is told do not exist.
 //   - Gate answers take the same path as chat (store.AnswerGate with the gate card renderer),
 //     so the Lark card is updated the same way. Protected changes are proposals of the change
 //     kernel: the page shows the diff and effects before Confirm.
