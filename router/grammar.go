@@ -120,7 +120,7 @@ func commandTable() []command {
 		{"stop", "/stop #goal[/agent]", needOwner, argsAgentOpt, "chat.stop"},
 		{"run", "/run #goal[/agent]", needOwner, argsAgentOpt, "chat.run"},
 		{"budget", "/budget #goal <slots> [<window-hours>]", needOwner, argsBudget, "chat.budget"},
-		{"todo", "/todo #goal <text>", needOwner, argsTodo, "chat.todo"},
+		{"todo", "/todo #goal <text>", needMember, argsTodo, "chat.todo"},
 		{"approve", "/approve <gate> [comment]", needOwner, argsGate, "chat.approve"},
 		{"reject", "/reject <gate> [comment]", needOwner, argsGate, "chat.reject"},
 		{"lang", "/lang en|zh", needChat, argsLang, "chat.lang"},

@@ -28,10 +28,11 @@ func (s *Server) agentWork(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	frag := "agent-" + agent
-	if !g.Role.AtLeast(store.RoleOwner) {
-		_ = s.st.AuditRefusal(ctx, store.Meta{Actor: ss.actor(), Surface: "web"}, store.RefusalParams{
-			Action: "agent." + verb, GoalID: g.ID, Target: store.AgentTarget(g.ID, agent), Reason: "not an owner"})
-		back(w, r, "/web/goals/"+g.ID, "not_allowed", "owners", frag)
+	if _, ok := Needs()[verb]; !ok {
+		s.showNotFound(w, r, ss)
+		return
+	}
+	if !s.allowed(w, r, ss, g, verb, frag) {
 		return
 	}
 	meta := ss.meta(r)

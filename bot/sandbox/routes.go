@@ -76,6 +76,7 @@ const (
 	CodeContentTooLong   = 230025
 	CodeAppIDInvalid     = 10003
 	CodeAppSecretInvalid = 10014
+	CodeOAuthCodeInvalid = 20003 // authen: the authorization code is invalid
 )
 
 type tokenInfo struct {
@@ -108,6 +109,7 @@ func (s *Sandbox) handler() http.Handler {
 	lark("POST /open-apis/im/v1/images", RouteImageCreate, true, s.uploadImage)
 	lark("POST /open-apis/im/v1/files", RouteFileCreate, true, s.uploadFile)
 	lark("POST /callback/ws/endpoint", RouteWSEndpoint, false, s.wsEndpoint)
+	s.oauthRoutes(mux, lark)
 	mux.HandleFunc("GET /ws", s.wsUpgrade)
 	s.controlRoutes(mux)
 

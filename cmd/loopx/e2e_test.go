@@ -293,7 +293,7 @@ func TestEndToEndTurn(t *testing.T) {
 	// Text output is for people.
 	txt := s.cli(t, agentTok, "quota", "status", "--goal-id", "demo", "--agent-id", "codex")
 	require.Equal(t, 0, txt.code, txt.stderr)
-	require.Contains(t, txt.stdout, "quota: 1/3 slots")
+	require.Contains(t, txt.stdout, "quota: 1 of 3 turns used")
 
 	t.Run("bad input exits 2 naming the field and writes nothing", func(t *testing.T) {
 		ctx := t.Context()

@@ -247,7 +247,7 @@ func TestWorkspaceInChromium(t *testing.T) {
 	stranger := newBrowser(t, exe)
 	signIn(stranger, "ou_stranger")
 	text = bodyText(t, stranger)
-	require.Contains(t, text, "0 goals you can see.")
+	require.Contains(t, text, "0 goals you can see")
 	require.NotContains(t, text, "Publish the draft?")
 	browse(t, stranger, "open the goal as a stranger", chromedp.Navigate(s.url+"/web/goals/docs"), chromedp.WaitVisible(chromedp.CSS(`h1`)))
 	text = bodyText(t, stranger)

@@ -150,7 +150,7 @@ func TestStopKillsTheExecTurn(t *testing.T) {
 	turns := b.turns(t)
 	require.Len(t, turns, 1)
 	require.Equal(t, store.TurnStopped, turns[0].state)
-	require.Contains(t, turns[0].outcome, "stopped by ou_owner")
+	require.Contains(t, turns[0].outcome, "halted by ou_owner")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit WHERE action = 'turn.stop'`))
 	// A stopped turn is no failure: no failure card, the breaker does not count it.
 	require.Zero(t, b.count(t, `SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'breaker:%'`))
