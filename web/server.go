@@ -292,7 +292,7 @@ func (s *Server) flash(r *http.Request, v *view) {
 		"answered":     {"approved", "rejected", "answered"},
 		"not_allowed":  {"owners", "members", "admins"},
 		"message_sent": {"inbox", "queue", "steer"},
-		"agent_stop":   nil, "agent_run": nil, "agent_pause": nil, "agent_resume": nil,
+		"agent_stop":   nil, "agent_run": nil, "agent_pause": nil, "agent_resume": nil, "agent_no_turn": nil, "agent_not_held": nil,
 	}
 	args, ok := allowed[code]
 	if !ok || (args != nil && !contains(args, arg)) {

@@ -54,6 +54,10 @@ func (s *Server) agentWork(ctx context.Context, w http.ResponseWriter, r *http.R
 	switch {
 	case err == nil:
 		back(w, r, "/web/goals/"+g.ID, "agent_"+verb, "", frag)
+	case errors.As(err, &se) && se.Reason == store.ReasonNoLiveTurn:
+		back(w, r, "/web/goals/"+g.ID, "agent_no_turn", "", frag)
+	case errors.As(err, &se) && se.Reason == store.ReasonNotHeld:
+		back(w, r, "/web/goals/"+g.ID, "agent_not_held", "", frag)
 	case errors.As(err, &se):
 		s.formError(w, r, ss, g.ID, err)
 	default:
