@@ -188,7 +188,7 @@ wait`)
 	require.Contains(t, cardText(breaker), "3 turns in a row")
 	r.say("ou_owner", "/status #g")
 	r.wait("/status says held", time.Minute, func(m sandbox.MessageView) bool {
-		return strings.Contains(m.Text, "Agent bad: held after 3 failed or empty turns in a row")
+		return strings.Contains(m.Text, "Agent bad") && strings.Contains(m.Text, "held after 3 failed or empty turns in a row")
 	})
 	r.say("ou_owner", "/run #g/bad")
 	r.wait("/run answers held", time.Minute, func(m sandbox.MessageView) bool {
