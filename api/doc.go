@@ -18,6 +18,11 @@
 //     come from the table of error kinds (store.ErrorKinds), the one mapping of the store's
 //     sentinel errors, and "reason" carries the store's Reason constant where one was set (see
 //     errors.go); bad input changes nothing.
+//   - Files are read like what they belong to (GET /v1/files/{id}): a deliverable by any agent
+//     of its goal, a file that came with (or answers) an inbox item only by that item's agent;
+//     anything else is 404, audited. Bodies that carry a file (evidence, inbox reply) may be as
+//     large as the store's file cap, base64-encoded; the content is staged before the
+//     operation that records it.
 //   - Request bodies are limited (Options.MaxBodyBytes, default 256 KiB) and unknown JSON
 //     fields are rejected, naming the field.
 package api

@@ -15,6 +15,8 @@ type EvidenceBody struct {
 	Kind    string `json:"kind,omitempty"`
 	Summary string `json:"summary"`
 	Ref     string `json:"ref,omitempty"`
+	// File is a deliverable attached to the evidence (base64); see FileBody.
+	File *FileBody `json:"file,omitempty"`
 }
 
 func (s *Server) addEvidence(ctx context.Context, r *request) (int, any, error) {
@@ -29,13 +31,18 @@ func (s *Server) addEvidence(ctx context.Context, r *request) (int, any, error) 
 	if b.TodoID < 0 || b.TurnID < 0 {
 		return 0, nil, invalid("todo_id", "ids are positive integers")
 	}
+	file, err := s.upload(ctx, b.File, "file")
+	if err != nil {
+		return 0, nil, err
+	}
 	e, err := s.st.AddEvidence(ctx, store.AddEvidenceParams{
 		GoalID: r.PathValue("goal"), AgentID: agent, TodoID: b.TodoID, TurnID: b.TurnID,
-		Kind: b.Kind, Summary: b.Summary, Ref: b.Ref, Meta: r.meta(),
+		Kind: b.Kind, Summary: b.Summary, Ref: b.Ref, File: file, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err
 	}
+	withURLs(e.Files)
 	return http.StatusCreated, e, nil
 }
 
@@ -63,6 +70,9 @@ func (s *Server) listEvidence(ctx context.Context, r *request) (int, any, error)
 		if err := s.goalExists(ctx, r); err != nil {
 			return 0, nil, err
 		}
+	}
+	for i := range es {
+		withURLs(es[i].Files)
 	}
 	return http.StatusOK, map[string]any{"evidence": nonNil(es)}, nil
 }

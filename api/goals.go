@@ -2,7 +2,10 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"loopx/change"
 	"loopx/store"
@@ -25,6 +28,77 @@ type GoalBody struct {
 	ReportTZ      *string   `json:"report_tz,omitempty"`
 	Lang          *string   `json:"lang,omitempty"`
 	StallTurns    *int      `json:"stall_turns,omitempty"`
+	// Settings with a machine default: a value, or null (or "default") for the machine's.
+	BreakerFailures *Setting `json:"breaker_failures,omitempty"` // 0 (off) to 100
+	ProgressCard    *Setting `json:"progress_card,omitempty"`    // true | false
+	QuietDigests    *Setting `json:"quiet_digests,omitempty"`    // true | false
+}
+
+// Setting is a goal setting with a machine default as a body gives it: a number, true or
+// false, "on", "off", or null / "default" for the machine default.
+type Setting string
+
+// UnmarshalJSON reads any of the forms.
+func (s *Setting) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case nil:
+		*s = "default"
+	case bool:
+		*s = Setting(map[bool]string{true: "on", false: "off"}[x])
+	case float64:
+		*s = Setting(strconv.FormatFloat(x, 'f', -1, 64))
+	case string:
+		*s = Setting(x)
+	default:
+		return fmt.Errorf("a setting is a number, true, false, \"default\" or null")
+	}
+	return nil
+}
+
+func (s *Setting) str() *string {
+	if s == nil {
+		return nil
+	}
+	v := string(*s)
+	return &v
+}
+
+// createSettings turns the settings of a new goal into the store's (unset: the default).
+func createSettings(b GoalBody) (breaker *int, progress, quiet *bool, err error) {
+	if b.BreakerFailures != nil && *b.BreakerFailures != "default" {
+		v := string(*b.BreakerFailures)
+		if v == "off" {
+			v = "0"
+		}
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n < 0 || n > 100 {
+			return nil, nil, nil, invalid("breaker_failures", "%q is not a number of failures from 0 (off) to 100, or default", v)
+		}
+		breaker = &n
+	}
+	onOff := func(field string, s *Setting) (*bool, error) {
+		if s == nil || *s == "default" {
+			return nil, nil
+		}
+		switch *s {
+		case "on", "true":
+			t := true
+			return &t, nil
+		case "off", "false":
+			f := false
+			return &f, nil
+		}
+		return nil, invalid(field, "%q is not true, false or default", string(*s))
+	}
+	if progress, err = onOff("progress_card", b.ProgressCard); err != nil {
+		return nil, nil, nil, err
+	}
+	quiet, err = onOff("quiet_digests", b.QuietDigests)
+	return breaker, progress, quiet, err
 }
 
 func deref[T any](p *T) T {
@@ -49,7 +123,12 @@ func (s *Server) createGoal(ctx context.Context, r *request) (int, any, error) {
 	if b.Version != 0 {
 		return 0, nil, badRequest("version", "is only for changing a goal")
 	}
+	breaker, progress, quiet, err := createSettings(b)
+	if err != nil {
+		return 0, nil, err
+	}
 	g, err := s.st.CreateGoal(ctx, store.CreateGoalParams{
+		BreakerFailures: breaker, ProgressCard: progress, QuietDigests: quiet,
 		ID: b.GoalID, Title: deref(b.Title), Objective: deref(b.Objective),
 		Owners: deref(b.Owners), Members: deref(b.Members),
 		WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots,
@@ -116,6 +195,7 @@ func (s *Server) setGoal(ctx context.Context, r *request) (int, any, error) {
 			WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots,
 			HeartbeatSpec: b.HeartbeatSpec, HeartbeatTZ: b.HeartbeatTZ,
 			ReportSpec: b.ReportSpec, ReportTZ: b.ReportTZ, Lang: b.Lang, StallTurns: b.StallTurns,
+			BreakerFailures: b.BreakerFailures.str(), ProgressCard: b.ProgressCard.str(), QuietDigests: b.QuietDigests.str(),
 		},
 	})
 }

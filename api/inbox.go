@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"loopx/inbox"
 	"loopx/store"
@@ -27,8 +28,10 @@ type AckBody struct {
 // ReplyBody is the body of POST .../agents/{agent}/inbox/reply.
 type ReplyBody struct {
 	ItemID int64  `json:"item_id"`
-	Key    string `json:"key,omitempty"` // "" = derived from the text
-	Text   string `json:"text"`
+	Key    string `json:"key,omitempty"`  // "" = derived from the text (and the file)
+	Text   string `json:"text,omitempty"` // may be empty when a file is sent
+	// File is sent back to the chat as an image or file message (base64); see FileBody.
+	File *FileBody `json:"file,omitempty"`
 }
 
 // InboxItems is the answer of drain and ack.
@@ -73,6 +76,9 @@ func (s *Server) inboxDrain(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	for i := range items {
+		withURLs(items[i].Files)
+	}
 	return http.StatusOK, InboxItems{Items: nonNilItems(items)}, nil
 }
 
@@ -107,9 +113,16 @@ func (s *Server) inboxReply(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	res, err := ib.Reply(ctx, a, inbox.ReplyParams{ItemID: b.ItemID, Key: b.Key, Text: b.Text, CallKey: r.key})
+	file, err := s.upload(ctx, b.File, "file")
 	if err != nil {
 		return 0, nil, err
+	}
+	res, err := ib.Reply(ctx, a, inbox.ReplyParams{ItemID: b.ItemID, Key: b.Key, Text: b.Text, File: file, CallKey: r.key})
+	if err != nil {
+		return 0, nil, err
+	}
+	if res.File != nil {
+		res.File.URL = "/v1/files/" + strconv.FormatInt(res.File.ID, 10)
 	}
 	return http.StatusOK, res, nil
 }

@@ -16,6 +16,9 @@ type ShouldRunBody struct {
 	TurnInstanceID string `json:"turn_instance_id,omitempty"`
 	BeginTurn      bool   `json:"begin_turn,omitempty"`
 	LeaseSeconds   int    `json:"lease_seconds,omitempty"`
+	// Via says how the host runs the turn (mcp, cli): an MCP turn gets a live progress card by
+	// default.
+	Via string `json:"via,omitempty"`
 }
 
 // SpendBody is the body of POST /v1/goals/{goal}/spend-slot.
@@ -47,7 +50,7 @@ func (s *Server) shouldRun(ctx context.Context, r *request) (int, any, error) {
 	p := quota.ShouldRunParams{
 		GoalID: r.PathValue("goal"), AgentID: agent, TurnInstanceID: b.TurnInstanceID,
 		BeginTurn: b.BeginTurn, LeaseDuration: time.Duration(b.LeaseSeconds) * time.Second,
-		Meta: r.meta(),
+		Via: b.Via, Meta: r.meta(),
 	}
 	// The turn instance id, else the Idempotency-Key, is the replay key: the quota service
 	// stores the receipt with the decision, in its transaction.

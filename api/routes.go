@@ -28,7 +28,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/goals/{goal}/gates/{gate}/answer", s.answerGate)
 	s.handle("POST /v1/goals/{goal}/gates/{gate}/cancel", s.cancelGate)
 
-	s.handle("POST /v1/goals/{goal}/evidence", s.addEvidence)
+	s.handleUpload("POST /v1/goals/{goal}/evidence", s.addEvidence)
 	s.handle("GET /v1/goals/{goal}/evidence", s.listEvidence)
 
 	s.handle("POST /v1/goals/{goal}/should-run", s.shouldRun)
@@ -44,7 +44,16 @@ func (s *Server) routes() {
 	s.handle("GET /v1/goals/{goal}/agents/{agent}/inbox", s.inboxCounts)
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/drain", s.inboxDrain)
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/ack", s.inboxAck)
-	s.handle("POST /v1/goals/{goal}/agents/{agent}/inbox/reply", s.inboxReply)
+	s.handleUpload("POST /v1/goals/{goal}/agents/{agent}/inbox/reply", s.inboxReply)
+
+	s.handle("GET /v1/files/{file}", s.getFile)
+	s.handle("GET /v1/goals/{goal}/files", s.listFiles)
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/progress", s.progress)
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/stop", s.runWork("stop"))
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/run", s.runWork("run"))
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/hold", s.runWork("hold"))
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/resume", s.runWork("resume"))
+	s.handle("GET /v1/goals/{goal}/runs/{run}", s.getRun)
 
 	s.handle("POST /v1/goals/{goal}/proposals", s.createProposal)
 	s.handle("GET /v1/goals/{goal}/proposals", s.listProposals)

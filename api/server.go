@@ -55,19 +55,20 @@ type Options struct {
 
 // Server serves the /v1 API.
 type Server struct {
-	st       *store.Store
-	quota    *quota.Service
-	admin    []byte
-	logger   *slog.Logger
-	maxBody  int64
-	now      func() time.Time
-	mux      *http.ServeMux
-	ib       *inbox.Inbox
-	cards    cards.GateCards
-	changes  *change.Kernel
-	tpl      *templates.Set
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	st        *store.Store
+	quota     *quota.Service
+	admin     []byte
+	logger    *slog.Logger
+	maxBody   int64
+	now       func() time.Time
+	mux       *http.ServeMux
+	ib        *inbox.Inbox
+	cards     cards.GateCards
+	turnCards cards.TurnCards
+	changes   *change.Kernel
+	tpl       *templates.Set
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
 }
 
 // New builds a Server and its routes.
@@ -79,17 +80,18 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("new api server: the admin token must be at least 16 characters")
 	}
 	s := &Server{
-		st:      opts.Store,
-		quota:   opts.Quota,
-		admin:   []byte(opts.AdminToken),
-		logger:  opts.Logger,
-		maxBody: opts.MaxBodyBytes,
-		now:     opts.Now,
-		ib:      opts.Inbox,
-		cards:   opts.Cards.Gates,
-		tpl:     opts.Templates,
-		changes: opts.Changes,
-		mux:     http.NewServeMux(),
+		st:        opts.Store,
+		quota:     opts.Quota,
+		admin:     []byte(opts.AdminToken),
+		logger:    opts.Logger,
+		maxBody:   opts.MaxBodyBytes,
+		now:       opts.Now,
+		ib:        opts.Inbox,
+		cards:     opts.Cards.Gates,
+		turnCards: opts.Cards.Turns(),
+		tpl:       opts.Templates,
+		changes:   opts.Changes,
+		mux:       http.NewServeMux(),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -160,18 +162,26 @@ type handlerFunc func(ctx context.Context, r *request) (int, any, error)
 
 // handle registers pattern with authentication, idempotency-key checking, metrics and error
 // mapping around h.
-func (s *Server) handle(pattern string, h handlerFunc) {
+func (s *Server) handle(pattern string, h handlerFunc) { s.handleLimit(pattern, h, s.maxBody) }
+
+// handleUpload registers a route whose body may carry a file (base64 in JSON): its body may
+// be as large as the largest file the store takes, encoded.
+func (s *Server) handleUpload(pattern string, h handlerFunc) {
+	s.handleLimit(pattern, h, max(s.maxBody, s.st.MaxFileBytes()*4/3+s.maxBody))
+}
+
+func (s *Server) handleLimit(pattern string, h handlerFunc, maxBody int64) {
 	mutating := strings.HasPrefix(pattern, "POST ") || strings.HasPrefix(pattern, "PATCH ") ||
 		strings.HasPrefix(pattern, "PUT ") || strings.HasPrefix(pattern, "DELETE ")
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, hr *http.Request) {
 		start := time.Now()
-		status := s.serve(w, hr, h, mutating)
+		status := s.serve(w, hr, h, mutating, maxBody)
 		s.requests.WithLabelValues(pattern, strconv.Itoa(status)).Inc()
 		s.latency.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
 	})
 }
 
-func (s *Server) serve(w http.ResponseWriter, hr *http.Request, h handlerFunc, mutating bool) int {
+func (s *Server) serve(w http.ResponseWriter, hr *http.Request, h handlerFunc, mutating bool, maxBody int64) int {
 	ctx := hr.Context()
 	who, aerr := s.authenticate(ctx, hr)
 	if aerr != nil {
@@ -195,7 +205,7 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request, h handlerFunc, m
 			return e.Status
 		}
 	}
-	hr.Body = http.MaxBytesReader(w, hr.Body, s.maxBody)
+	hr.Body = http.MaxBytesReader(w, hr.Body, maxBody)
 	status, v, err := h(ctx, r)
 	if err != nil {
 		e := fromErr(err)
@@ -204,6 +214,10 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request, h handlerFunc, m
 		}
 		writeError(w, e)
 		return e.Status
+	}
+	if d, ok := v.(*download); ok {
+		d.write(ctx, w, s.logger)
+		return status
 	}
 	writeJSON(w, status, v)
 	return status

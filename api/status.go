@@ -31,6 +31,7 @@ type NeedsYou struct {
 	OpenGates      []store.Gate  `json:"open_gates"`
 	Stalled        bool          `json:"stalled"`
 	Paused         bool          `json:"paused"`
+	Held           bool          `json:"held"`      // the agent is held (the breaker or an owner): see decision.held
 	NoOwners       bool          `json:"no_owners"` // nobody can answer a gate
 	FailedSends    int           `json:"failed_sends"`
 	RecentFailures []SendFailure `json:"recent_failures"` // newest first, at most 3
@@ -76,6 +77,7 @@ func (s *Server) goalStatus(ctx context.Context, r *request) (int, any, error) {
 	st := Status{Goal: snap.Goal, AgentID: agent, Decision: d}
 	st.NeedsYou.Stalled = st.Decision.State == quota.StateStalled
 	st.NeedsYou.Paused = st.Decision.State == quota.StatePaused
+	st.NeedsYou.Held = snap.Agent.HeldAt != nil
 	st.NeedsYou.NoOwners = len(snap.Goal.Owners) == 0
 	if st.NeedsYou.OpenGates, err = store.ListOpenGates(ctx, db, goalID); err != nil {
 		return 0, nil, err

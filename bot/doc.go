@@ -41,6 +41,13 @@
 //     back, so a database blip never makes a second send;
 //   - a 5xx answer is never taken for a send, whatever code its body carries.
 //
+// Files: the Fetcher downloads the images and files of the messages people send (the message
+// resource API, through the Fetches interface server/larkstore implements): claimed before
+// each download, retried on rate limits and 5xx, failed for good (and the chat told) on a
+// refusal or a file over the size cap, never inside a database transaction. An outbox row of
+// kind file is uploaded (im/v1/images, im/v1/files) and sent as an image or file message with
+// the row's uuid.
+//
 // Each Client keeps its own tenant token (the SDK's token cache is process-global, so two
 // clients in one process would otherwise share and fail to clear each other's tokens).
 package bot

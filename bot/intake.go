@@ -284,11 +284,18 @@ func convertMessage(ev *larkim.P2MessageReceiveV1) (router.Message, error) {
 		return router.Message{}, fmt.Errorf("read content of %s: %w", m.MessageID, err)
 	}
 	m.Text = text
+	files, err := messageFiles(str(msg.MessageType), str(msg.Content))
+	if err != nil {
+		return router.Message{}, fmt.Errorf("read files of %s: %w", m.MessageID, err)
+	}
+	for _, f := range files {
+		m.Files = append(m.Files, router.File{Key: f.Key, Kind: f.Kind, Name: f.Name})
+	}
 	return m, nil
 }
 
 // contentText extracts the text a person typed. Other message types (images, files, stickers)
-// carry no text; they become "" and the router answers them as it sees fit.
+// carry no text; they become "" (messageFiles reads the files they bring).
 func contentText(msgType, content string) (string, error) {
 	switch msgType {
 	case "text":

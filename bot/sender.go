@@ -18,7 +18,7 @@ import (
 type OutboxMessage struct {
 	ID            int64
 	UUID          string // Lark's send dedupe key (≤ 50 chars)
-	Kind          string // "text", "card", "card_update", "reaction"
+	Kind          string // "text", "card", "card_update", "reaction", "file"
 	ReceiveIDType string // "chat_id" or "open_id"
 	ReceiveID     string
 	ReplyTo       string
@@ -50,6 +50,8 @@ type Outbox interface {
 	// Listen calls wake with the lane of every outbox insert notification (for both lanes
 	// when it may concern either) until ctx ends or it fails.
 	Listen(ctx context.Context, wake func(Lane)) error
+	// OpenFile reads a stored file an outbox row of kind file sends.
+	OpenFile(ctx context.Context, fileID int64) (OutboxFile, error)
 }
 
 // Lane is a class of outbox rows sent independently of the other. Lark limits reactions apart
@@ -548,6 +550,8 @@ func (s *Sender) takeSlot(ctx context.Context, c OutboxMessage) error {
 
 func (s *Sender) call(ctx context.Context, c OutboxMessage, msgType, content, replyTo string, again bool) (apiResult, error) {
 	switch c.Kind {
+	case "file":
+		return s.sendFile(ctx, c)
 	case "card_update":
 		return s.cli.patchCard(ctx, c.TargetMessage, content)
 	case "reaction":
@@ -643,6 +647,12 @@ func prepare(c OutboxMessage) (msgType, content string, _ *sendError) {
 			return "", "", &sendError{reason: "reaction needs a target message and an emoji type"}
 		}
 		return "", c.Content, nil
+	case "file":
+		var fc fileContent
+		if err := json.Unmarshal([]byte(c.Content), &fc); err != nil || fc.FileID <= 0 {
+			return "", "", &sendError{reason: "file row does not name a stored file"}
+		}
+		return "file", c.Content, nil
 	}
 	return "", "", &sendError{reason: fmt.Sprintf("unknown outbox kind %q", c.Kind)}
 }

@@ -29,6 +29,9 @@ func New(tpl *templates.Set, defaultLang string) *Set {
 	}
 }
 
+// DefaultLang is the language cards use when neither the chat nor the goal sets one.
+func (s *Set) DefaultLang() string { return s.Gates.defaultLang }
+
 // Templates is the template set the cards render with.
 func (s *Set) Templates() *templates.Set { return s.tpl }
 

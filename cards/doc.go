@@ -12,6 +12,10 @@
 //     a retry or a second replica queues nothing twice; updates name the card they replace.
 //   - The language is the chat's (/lang), else the goal's, else the process default
 //     (ChatLang, GoalLang); every word comes from package templates.
+//   - Turn cards (TurnCards) show a turn live (progress notes, elapsed time) and then its
+//     outcome, evidence and files; a failure keeps the log's last lines and offers owner-only
+//     [Retry now] [Pause agent]; breaker cards offer [Resume agent]. They go to the goal's
+//     bound chats (Destinations), the owners by direct message when nothing is bound.
 //   - People name gates and proposals by short ids (ShortGate g12, ShortProposal p12); no
 //     internal identifier reaches a card.
 package cards

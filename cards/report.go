@@ -17,6 +17,7 @@ type digestView struct {
 	NextHeartbeat  string // "" when no heartbeat is scheduled
 	Chart          map[string]any
 	SkipLine       string // "idle ×3 · busy ×1", reasons in the digest's language
+	QuietLine      string // how long it was quiet before this report ("" when it was not)
 }
 
 // reportView prepares digest facts for the templates: times in the report's zone and the
@@ -29,6 +30,10 @@ func reportView(tpl *templates.Set, f store.DigestFacts, lang string, loc *time.
 		To:             f.WindowEnd.In(loc).Format(layout),
 		Zone:           loc.String(),
 		QuotaExhausted: f.AllowedSlots > 0 && f.WindowSpent >= f.AllowedSlots || f.AllowedSlots == 0,
+	}
+	if !f.QuietSince.IsZero() {
+		v.QuietLine = tpl.Word(lang, "digest.quiet_for", Duration(tpl, lang, f.WindowStart.Sub(f.QuietSince)),
+			f.QuietSince.In(loc).Format(layout), v.From, v.Zone)
 	}
 	for i, s := range f.Skipped {
 		v.SkippedTotal += s.Count

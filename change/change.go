@@ -44,9 +44,14 @@ type GoalChange struct {
 	AddMembers    []string  `json:"add_members,omitempty"`
 	RemoveMembers []string  `json:"remove_members,omitempty"`
 	StallTurns    *int      `json:"stall_turns,omitempty"`
-	Title         *string   `json:"title,omitempty"`
-	Objective     *string   `json:"objective,omitempty"`
-	Lang          *string   `json:"lang,omitempty"`
+	// Settings with a machine default: a value overrides the default, "default" puts the
+	// machine default back.
+	BreakerFailures *string `json:"breaker_failures,omitempty"` // failures in a row, 0 (off) to 100, or default
+	ProgressCard    *string `json:"progress_card,omitempty"`    // on | off | default
+	QuietDigests    *string `json:"quiet_digests,omitempty"`    // on | off | default
+	Title           *string `json:"title,omitempty"`
+	Objective       *string `json:"objective,omitempty"`
+	Lang            *string `json:"lang,omitempty"`
 }
 
 // AgentChange lists the agent settings to change; nil leaves a setting as it is.
@@ -135,7 +140,7 @@ func (k *Kernel) propose(ctx context.Context, tx *store.Tx, who store.Person, m 
 		return store.Proposal{}, store.Errorf(store.ErrConflict, "version",
 			"goal %q is at version %d, not %d; read it again and retry", g.ID, g.Version, req.Version)
 	}
-	c, err := compute(ctx, tx, g.Goal, req, now)
+	c, err := compute(ctx, tx, g.Goal, req, now, k.st.GoalDefaults())
 	if err != nil {
 		return store.Proposal{}, err
 	}
@@ -216,7 +221,7 @@ func (k *Kernel) settle(ctx context.Context, tx *store.Tx, p store.Proposal, m s
 	if req.Kind == store.ProposalAgentSet {
 		// Agents are changed elsewhere too (registration moves the default flag): the
 		// proposal is current only while its diff still reads the same.
-		c, err := compute(ctx, tx, g, req, now)
+		c, err := compute(ctx, tx, g, req, now, k.st.GoalDefaults())
 		var se *store.Error
 		if err != nil && !errors.As(err, &se) {
 			return Result{}, err
@@ -251,7 +256,7 @@ func (k *Kernel) settle(ctx context.Context, tx *store.Tx, p store.Proposal, m s
 // computed against the goal as it is now, proposed by the person who tried to confirm.
 // When the change now changes nothing or no longer validates, there is none (nil).
 func (k *Kernel) recompute(ctx context.Context, tx *store.Tx, g store.Goal, req Request, old store.Proposal, m store.Meta, now time.Time) (*store.Proposal, error) {
-	c, err := compute(ctx, tx, g, req, now)
+	c, err := compute(ctx, tx, g, req, now, k.st.GoalDefaults())
 	var se *store.Error
 	if errors.As(err, &se) {
 		return nil, nil
@@ -475,7 +480,8 @@ func isEmptyGoal(c GoalChange) bool {
 	return c.WindowHours == nil && c.AllowedSlots == nil && c.HeartbeatSpec == nil && c.HeartbeatTZ == nil &&
 		c.ReportSpec == nil && c.ReportTZ == nil && c.Owners == nil && c.Members == nil &&
 		len(c.AddOwners) == 0 && len(c.RemoveOwners) == 0 && len(c.AddMembers) == 0 &&
-		len(c.RemoveMembers) == 0 && c.StallTurns == nil && c.Title == nil && c.Objective == nil && c.Lang == nil
+		len(c.RemoveMembers) == 0 && c.StallTurns == nil && c.Title == nil && c.Objective == nil && c.Lang == nil &&
+		c.BreakerFailures == nil && c.ProgressCard == nil && c.QuietDigests == nil
 }
 
 // editList applies a full replacement, then additions and removals, keeping order and

@@ -25,10 +25,10 @@ type computed struct {
 
 // compute normalizes req against g (and the agent it names), diffs every field and computes
 // the effects. A request that changes nothing or breaks a rule is an *store.Error.
-func compute(ctx context.Context, db store.DB, g store.Goal, req Request, now time.Time) (computed, error) {
+func compute(ctx context.Context, db store.DB, g store.Goal, req Request, now time.Time, defaults store.GoalDefaults) (computed, error) {
 	switch req.Kind {
 	case store.ProposalGoalSet:
-		return computeGoal(ctx, db, g, req, now)
+		return computeGoal(ctx, db, g, req, now, defaults)
 	case store.ProposalGoalPause, store.ProposalGoalResume:
 		return computeStatus(ctx, db, g, req, now)
 	case store.ProposalAgentSet:
@@ -64,11 +64,14 @@ func goalAfter(g store.Goal, c GoalChange) store.Goal {
 	return g
 }
 
-func computeGoal(ctx context.Context, db store.DB, g store.Goal, req Request, now time.Time) (computed, error) {
+func computeGoal(ctx context.Context, db store.DB, g store.Goal, req Request, now time.Time, defaults store.GoalDefaults) (computed, error) {
 	if g.Status == store.GoalDone {
 		return computed{}, store.Errorf(store.ErrRefused, "status", "goal %s is done; it cannot change", g.ID)
 	}
 	after := goalAfter(g, req.Goal)
+	if err := settingsAfter(&after, req.Goal); err != nil {
+		return computed{}, err
+	}
 	if err := store.CheckGoal(after); err != nil {
 		return computed{}, err
 	}
@@ -105,6 +108,9 @@ func computeGoal(ctx context.Context, db store.DB, g store.Goal, req Request, no
 	list("owners", g.Owners, after.Owners, &n.Owners)
 	list("members", g.Members, after.Members, &n.Members)
 	num("stall_turns", g.StallTurns, after.StallTurns, &n.StallTurns)
+	str("breaker_failures", showInt(g.BreakerFailures), showInt(after.BreakerFailures), &n.BreakerFailures)
+	str("progress_card", showBool(g.ProgressCard), showBool(after.ProgressCard), &n.ProgressCard)
+	str("quiet_digests", showBool(g.QuietDigests), showBool(after.QuietDigests), &n.QuietDigests)
 	str("title", g.Title, after.Title, &n.Title)
 	str("objective", g.Objective, after.Objective, &n.Objective)
 	str("lang", g.Lang, after.Lang, &n.Lang)
@@ -116,6 +122,7 @@ func computeGoal(ctx context.Context, db store.DB, g store.Goal, req Request, no
 	if out.effects, err = goalEffects(ctx, db, g, after, now); err != nil {
 		return computed{}, err
 	}
+	out.effects = append(out.effects, settingEffects(g, after, defaults)...)
 	return out, nil
 }
 
@@ -356,7 +363,11 @@ func compact(raw json.RawMessage) string {
 func apply(ctx context.Context, tx *store.Tx, g store.Goal, req Request, now time.Time) (store.Goal, error) {
 	switch req.Kind {
 	case store.ProposalGoalSet:
-		return store.WriteGoal(ctx, tx, goalAfter(g, req.Goal), now)
+		after := goalAfter(g, req.Goal)
+		if err := settingsAfter(&after, req.Goal); err != nil {
+			return store.Goal{}, err
+		}
+		return store.WriteGoal(ctx, tx, after, now)
 	case store.ProposalGoalPause:
 		return store.SetGoalStatus(ctx, tx, g.ID, store.GoalStopped, now)
 	case store.ProposalGoalResume:
@@ -375,6 +386,109 @@ func apply(ctx context.Context, tx *store.Tx, g store.Goal, req Request, now tim
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// settingsAfter applies the changes of the settings with a machine default to g ("default"
+// puts the machine default back). A value that is not one of the forms is ErrInvalid.
+func settingsAfter(g *store.Goal, c GoalChange) error {
+	if c.BreakerFailures != nil {
+		switch v := strings.ToLower(strings.TrimSpace(*c.BreakerFailures)); v {
+		case "default":
+			g.BreakerFailures = nil
+		case "off":
+			zero := 0
+			g.BreakerFailures = &zero
+		default:
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 100 {
+				return store.Errorf(store.ErrInvalid, "breaker_failures", "%q is not a number of failures from 0 (off) to 100, off or default", clipStr(v))
+			}
+			g.BreakerFailures = &n
+		}
+	}
+	onOff := func(field string, v *string, dst **bool) error {
+		if v == nil {
+			return nil
+		}
+		switch strings.ToLower(strings.TrimSpace(*v)) {
+		case "default":
+			*dst = nil
+		case "on", "true", "1", "yes":
+			t := true
+			*dst = &t
+		case "off", "false", "0", "no":
+			f := false
+			*dst = &f
+		default:
+			return store.Errorf(store.ErrInvalid, field, "%q is not on, off or default", clipStr(*v))
+		}
+		return nil
+	}
+	if err := onOff("progress_card", c.ProgressCard, &g.ProgressCard); err != nil {
+		return err
+	}
+	return onOff("quiet_digests", c.QuietDigests, &g.QuietDigests)
+}
+
+func clipStr(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// showInt and showBool write a setting with a machine default in a diff: its value, or
+// "default".
+func showInt(v *int) string {
+	if v == nil {
+		return "default"
+	}
+	return strconv.Itoa(*v)
+}
+
+func showBool(v *bool) string {
+	switch {
+	case v == nil:
+		return "default"
+	case *v:
+		return "on"
+	}
+	return "off"
+}
+
+// settingEffects words what a change of the settings with a machine default does, with
+// the machine default spelled out where it applies.
+func settingEffects(before, after store.Goal, d store.GoalDefaults) []store.Effect {
+	var fx []store.Effect
+	mark := func(v bool) string {
+		if v {
+			return "1"
+		}
+		return ""
+	}
+	if showInt(before.BreakerFailures) != showInt(after.BreakerFailures) {
+		n := after.Breaker(d)
+		code := "breaker"
+		if n == 0 {
+			code = "breaker_off"
+		}
+		fx = append(fx, store.Effect{Code: code, Args: map[string]string{"turns": itoa(n), "default": mark(after.BreakerFailures == nil)}})
+	}
+	if showBool(before.ProgressCard) != showBool(after.ProgressCard) {
+		code := "progress_off"
+		if after.ProgressCard == nil && d.ProgressCard || after.ProgressCard != nil && *after.ProgressCard {
+			code = "progress_on"
+		}
+		fx = append(fx, store.Effect{Code: code, Args: map[string]string{"default": mark(after.ProgressCard == nil)}})
+	}
+	if showBool(before.QuietDigests) != showBool(after.QuietDigests) {
+		code := "quiet_off"
+		if after.Quiet(d) {
+			code = "quiet_on"
+		}
+		fx = append(fx, store.Effect{Code: code, Args: map[string]string{"default": mark(after.QuietDigests == nil)}})
+	}
+	return fx
+}
 
 // Words says a proposal's effects in lang, one sentence each.
 func Words(tpl *templates.Set, lang string, effects []store.Effect) ([]string, error) {

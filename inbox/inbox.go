@@ -141,6 +141,10 @@ func (ib *Inbox) Drain(ctx context.Context, a Agent, p DrainParams) ([]store.Inb
 			if err != nil {
 				return nil, store.Audit{}, err
 			}
+			// The files people sent travel with their items (and with the replayed answer).
+			if items, err = store.WithItemFiles(ctx, tx, items); err != nil {
+				return nil, store.Audit{}, err
+			}
 			if len(items) == 0 {
 				return items, store.NoAudit(), nil // an empty poll is not worth an audit row
 			}
@@ -175,7 +179,10 @@ type ReplyParams struct {
 	// Key makes the reply idempotent per item; "" derives it from Text, so the same text
 	// twice is one reply.
 	Key  string
-	Text string
+	Text string // may be empty when File is set
+	// File, when set, is sent back to the chat after the text, as an image or a file
+	// message (staged with store.StageBlob first).
+	File *store.FileUpload `json:"file,omitempty"`
 	// CallKey makes the call replayable (the API's Idempotency-Key).
 	CallKey string `json:"-"`
 }
@@ -186,6 +193,9 @@ type ReplyResult struct {
 	ItemID   int64  `json:"item_id"`
 	Key      string `json:"reply_key"`
 	Created  bool   `json:"created"` // false: the same reply was already queued
+	// File is the file sent back (FileOutboxID its message), when the reply carried one.
+	File         *store.Attachment `json:"file,omitempty"`
+	FileOutboxID int64             `json:"file_outbox_id,omitempty"`
 }
 
 // Reply queues an answer in the conversation the item came from: the same chat, in the
@@ -194,16 +204,23 @@ func (ib *Inbox) Reply(ctx context.Context, a Agent, p ReplyParams) (ReplyResult
 	if p.ItemID <= 0 {
 		return ReplyResult{}, store.Errorf(store.ErrInvalid, "item", "give the inbox item id to reply to (--item N)")
 	}
-	if err := ib.CheckText(p.Text); err != nil {
-		return ReplyResult{}, err
+	if p.File == nil || p.Text != "" {
+		if err := ib.CheckText(p.Text); err != nil {
+			return ReplyResult{}, err
+		}
 	}
 	if len(p.Key) > 100 {
 		return ReplyResult{}, store.Errorf(store.ErrInvalid, "key", "is %d characters; at most 100", len(p.Key))
 	}
 	key := p.Key
 	if key == "" {
-		sum := sha256.Sum256([]byte(p.Text))
-		key = "t-" + hex.EncodeToString(sum[:12])
+		h := sha256.New()
+		h.Write([]byte(p.Text))
+		if p.File != nil {
+			h.Write(p.File.Blob.SHA256)
+			h.Write([]byte(p.File.Name))
+		}
+		key = "t-" + hex.EncodeToString(h.Sum(nil)[:12])
 	}
 	res, err := store.Do(ctx, ib.st, "inbox.reply", a.meta(p.CallKey), []any{a, p},
 		func(tx *store.Tx, now time.Time) (ReplyResult, store.Audit, error) {
@@ -217,6 +234,9 @@ func (ib *Inbox) Reply(ctx context.Context, a Agent, p ReplyParams) (ReplyResult
 			}
 			if it.SourceChat == "" {
 				return res, store.Audit{}, store.Errorf(store.ErrRefused, "item", "%d did not come from a chat; there is no conversation to answer in", p.ItemID)
+			}
+			if p.Text == "" {
+				return ib.replyFile(ctx, tx, a, it, p, res, key, now)
 			}
 			// The agent's words go to the chat as typed, but never as a mention or a link
 			// in the bot's name.
@@ -248,12 +268,52 @@ func (ib *Inbox) Reply(ctx context.Context, a Agent, p ReplyParams) (ReplyResult
 			if !created {
 				return res, store.NoAudit(), nil
 			}
+			// Answering a person is progress for the turn that does it.
+			if err := store.MarkTurnProgress(ctx, tx, a.GoalID, a.AgentID, now); err != nil {
+				return res, store.Audit{}, err
+			}
+			if p.File != nil {
+				return ib.replyFile(ctx, tx, a, it, p, res, key, now)
+			}
 			return res, ib.audit(a, fmt.Sprint(it.ID), map[string]any{"outbox_id": id, "key": key}), nil
 		})
 	if err != nil {
 		return ReplyResult{}, fmt.Errorf("reply to inbox item: %w", err)
 	}
 	return res, nil
+}
+
+// replyFile queues the file of a reply: recorded as the replied item's, and sent to the
+// item's conversation as an image or file message (an outbox row of kind file). The same
+// file under the same key is one message.
+func (ib *Inbox) replyFile(ctx context.Context, tx *store.Tx, a Agent, it store.InboxItem, p ReplyParams, res ReplyResult, key string, now time.Time) (ReplyResult, store.Audit, error) {
+	prev, err := store.GetOutboxByKey(ctx, tx, store.FileReplyKey(it.ID, key))
+	if err != nil {
+		return res, store.Audit{}, err
+	}
+	if prev.ID != 0 {
+		res.FileOutboxID = prev.ID
+		return res, store.NoAudit(), nil
+	}
+	f, err := ib.st.In(tx).AttachReply(ctx, it, *p.File, now)
+	if err != nil {
+		return res, store.Audit{}, err
+	}
+	content, _ := json.Marshal(map[string]int64{"file_id": f.ID})
+	id, _, err := store.InsertOutbox(ctx, tx, store.OutboxInsert{
+		DedupeKey: store.FileReplyKey(it.ID, key), Kind: "file", ReceiveID: it.SourceChat, ReplyTo: it.SourceMessage,
+		ReplyInThread: it.SourceMessage != "", Content: string(content), GoalID: it.GoalID, AgentID: it.AgentID,
+		SessionID: it.SessionID,
+	})
+	if err != nil {
+		return res, store.Audit{}, err
+	}
+	res.File, res.FileOutboxID, res.Created = &f, id, true
+	if err := store.MarkTurnProgress(ctx, tx, a.GoalID, a.AgentID, now); err != nil {
+		return res, store.Audit{}, err
+	}
+	return res, ib.audit(a, fmt.Sprint(it.ID), map[string]any{"outbox_id": res.OutboxID, "file_outbox_id": id,
+		"key": key, "file": map[string]any{"file_id": f.ID, "name": f.Name, "size": f.Size, "sha256": f.SHA256}}), nil
 }
 
 // Counts returns the agent's waiting items (what should-run reports as inbox.pending/steer).

@@ -18,6 +18,12 @@
 //     inbox_drain also covers the number of acks so far, so a drain after an ack takes new
 //     messages while a retried drain replays; compare-and-set tools cover the version.
 //   - spend_slot settles the session's turn; the next should_run opens a new one.
+//   - progress records one line of what the turn is doing now (the chat's progress card
+//     shows it); should_run answers stop when an owner sent /stop and held while the breaker
+//     holds the agent, and the next steps say what to do.
+//   - file_get reads a file an inbox message or evidence carries; evidence_add and
+//     inbox_reply attach one by file_name and content_base64, or by file_path only under
+//     `loopx mcp`, where the server runs on the agent's machine (LocalFiles).
 //
 // Errors a model can fix or act on are tool errors (isError) whose text says what happened
 // and what to do next, chosen by the API error's code, field and reason (store.Reason*),

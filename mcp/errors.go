@@ -80,3 +80,8 @@ func nextStep(s *server, e *api.Error) string {
 	}
 	return "the LoopX server failed; tell the user to check its log. Retrying this same call later is safe: it has one effect."
 }
+
+// toolInputError is an argument the model must fix before calling the tool again.
+func toolInputError(field, msg string) error {
+	return fmt.Errorf("the %s argument cannot be used: %s. Next: fix it and call the tool again", field, msg)
+}

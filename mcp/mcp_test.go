@@ -145,7 +145,7 @@ func TestToolsAreListedWithSchemas(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"should_run", "todo_list", "todo_add", "todo_claim", "todo_update", "todo_finish",
 		"evidence_add", "gate_ask", "gate_list", "inbox_drain", "inbox_ack", "inbox_reply", "refresh_state",
-		"spend_slot", "goal_status"}, names)
+		"spend_slot", "goal_status", "progress", "file_get"}, names)
 	require.Contains(t, cs.InitializeResult().Instructions, "should_run")
 
 	// Without a connection every tool says what to do.

@@ -51,6 +51,9 @@ type Options struct {
 	// Now is the clock that tells whether the session's turn lease has passed; nil is
 	// time.Now.
 	Now func() time.Time
+	// LocalFiles lets tools read and write files by path on this machine (file_path,
+	// save_to): on for `loopx mcp` (stdio, next to the agent), off for the HTTP endpoint.
+	LocalFiles bool
 }
 
 // server is one session's tools and the session's turn.
@@ -70,6 +73,8 @@ type server struct {
 	pending string    // a minted turn id whose should_run answer has not arrived yet
 	settled string    // the last turn this session settled (a repeated spend replays it)
 	acks    int       // successful inbox_ack calls; part of inbox_drain's key
+
+	localFiles bool
 }
 
 // New returns the MCP server for one session.
@@ -84,7 +89,7 @@ func New(opts Options) (*sdk.Server, error) {
 			return nil, err
 		}
 	}
-	s := &server{api: opts.API, goal: opts.GoalID, agent: opts.AgentID, unconnected: opts.Unconnected,
+	s := &server{api: opts.API, goal: opts.GoalID, agent: opts.AgentID, unconnected: opts.Unconnected, localFiles: opts.LocalFiles,
 		tpl: sh.tpl, shared: sh, logger: opts.Logger, now: opts.Now, nonce: randomHex(8)}
 	if s.api == nil && s.unconnected == "" {
 		s.unconnected = "this project is not connected to LoopX. Ask the user to run `loopx connect` in the project's root folder, then restart this MCP server (reload the host)."

@@ -2,9 +2,13 @@ package mcp
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"loopx/api"
+	"loopx/api/client"
 	"loopx/inbox"
 	"loopx/quota"
 	"loopx/store"
@@ -102,6 +107,15 @@ type EvidenceAddIn struct {
 	TodoID  int64  `json:"todo_id,omitempty" jsonschema:"the todo it belongs to"`
 	Kind    string `json:"kind,omitempty" jsonschema:"link, command, note (default) or artifact"`
 	Ref     string `json:"ref,omitempty" jsonschema:"a link, the command that checks it, or an artifact path"`
+	FileIn
+}
+
+// FileIn is a file a tool uploads: a path on this machine (loopx mcp), or a name and its
+// content in base64.
+type FileIn struct {
+	FilePath      string `json:"file_path,omitempty" jsonschema:"a file on this machine to attach (a deliverable people download); only with loopx mcp"`
+	FileName      string `json:"file_name,omitempty" jsonschema:"the file's name, with content_base64"`
+	ContentBase64 string `json:"content_base64,omitempty" jsonschema:"the file's content in base64, with file_name (when file_path cannot be used)"`
 }
 
 // EvidenceOut is one piece of evidence.
@@ -145,7 +159,28 @@ type InboxAckIn struct {
 // InboxReplyIn is inbox_reply's input.
 type InboxReplyIn struct {
 	ItemID int64  `json:"item_id" jsonschema:"the message to answer"`
-	Text   string `json:"text" jsonschema:"the answer, posted in the message's chat and thread (up to 12000 characters)"`
+	Text   string `json:"text,omitempty" jsonschema:"the answer, posted in the message's chat and thread (up to 12000 characters); may be empty when a file is sent"`
+	FileIn
+}
+
+// ProgressIn is progress's input.
+type ProgressIn struct {
+	Text string `json:"text" jsonschema:"what the turn is doing now, one short line (shown on its live card in chat)"`
+}
+
+// FileGetIn is file_get's input.
+type FileGetIn struct {
+	FileID int64  `json:"file_id" jsonschema:"the file's id (files[].file_id of inbox_drain items or evidence)"`
+	SaveTo string `json:"save_to,omitempty" jsonschema:"a path on this machine to write it to (only with loopx mcp); without it the content comes back in base64"`
+}
+
+// FileGetOut is a downloaded file.
+type FileGetOut struct {
+	FileID        int64  `json:"file_id"`
+	Size          int    `json:"size"`
+	SHA256        string `json:"sha256"`
+	Path          string `json:"path,omitempty"`
+	ContentBase64 string `json:"content_base64,omitempty"`
 }
 
 // RefreshStateIn is refresh_state's input.
@@ -209,6 +244,10 @@ func (s *server) addTools(srv *sdk.Server) error {
 			Description: "Record what the next turn should do first (quota-neutral); call it before spend_slot."}, s.refreshState),
 		addTool(s.shared, srv, &sdk.Tool{Name: "spend_slot", Annotations: write(),
 			Description: "Settle this turn: spend its one quota slot, once, after the work is validated. Never on a skip."}, s.spendSlot),
+		addTool(s.shared, srv, &sdk.Tool{Name: "progress", Annotations: write(),
+			Description: "Say what the turn is doing now, in one line: people see the latest notes on the turn's live card in chat."}, s.progress),
+		addTool(s.shared, srv, &sdk.Tool{Name: "file_get", Annotations: readOnly,
+			Description: "Download a file people sent with a message (inbox_drain's files) or attached to evidence."}, s.fileGet),
 		addTool(s.shared, srv, &sdk.Tool{Name: "goal_status", Annotations: readOnly,
 			Description: "Read the goal and this agent's status: what needs a person, the live and last turn with its evidence, quota, inbox, next heartbeat."}, s.goalStatus),
 	} {
@@ -256,7 +295,7 @@ func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in Shoul
 		id = s.pending
 	}
 	s.mu.Unlock()
-	body := api.ShouldRunBody{AgentID: s.agent, TurnInstanceID: id, BeginTurn: true}
+	body := api.ShouldRunBody{AgentID: s.agent, TurnInstanceID: id, BeginTurn: true, Via: "mcp"}
 	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("should-run"), body, s.key(tool, body), &out.Decision); err != nil {
 		return nil, out, err // a lost answer keeps the pending id: the retry replays by it
 	}
@@ -351,6 +390,10 @@ func nextStepFor(out ShouldRunOut) string {
 		fmt.Fprintf(&b, "Another turn of this agent is live (%s): stop now without spending. If that turn is yours (this host restarted), call should_run with its turn_instance_id to continue it.", out.Message)
 	case out.State == quota.StatePaused:
 		fmt.Fprintf(&b, "The goal is paused (%s): stop without spending and stop the loop until an owner resumes it.", out.Message)
+	case out.State == quota.StateStop:
+		b.WriteString("An owner stopped your turn: it has ended (stopped). Stop now: change nothing more and do not spend_slot.")
+	case out.State == quota.StateHeld:
+		fmt.Fprintf(&b, "This agent is held (%s): stop without spending and stop the loop until an owner resumes it.", out.Message)
 	case out.State == quota.StateWaiting:
 		fmt.Fprintf(&b, "Waiting for an owner to answer gate(s) %v: stop without spending.", out.Gates.Blocking)
 		b.WriteString(wait)
@@ -462,8 +505,12 @@ func (s *server) evidenceAdd(ctx context.Context, _ *sdk.CallToolRequest, in Evi
 	if err := s.connected(); err != nil {
 		return nil, out, err
 	}
-	body := api.EvidenceBody{AgentID: s.agent, TodoID: in.TodoID, Kind: in.Kind, Summary: in.Summary, Ref: in.Ref}
-	err := s.send(ctx, tool, http.MethodPost, s.goalPath("evidence"), body, s.key(tool, in), &out.Evidence)
+	file, err := s.fileBody(in.FileIn)
+	if err != nil {
+		return nil, out, err
+	}
+	body := api.EvidenceBody{AgentID: s.agent, TodoID: in.TodoID, Kind: in.Kind, Summary: in.Summary, Ref: in.Ref, File: file}
+	err = s.send(ctx, tool, http.MethodPost, s.goalPath("evidence"), body, s.key(tool, body), &out.Evidence)
 	return nil, out, err
 }
 
@@ -542,9 +589,72 @@ func (s *server) inboxReply(ctx context.Context, _ *sdk.CallToolRequest, in Inbo
 	if err := s.connected(); err != nil {
 		return nil, out, err
 	}
-	body := api.ReplyBody{ItemID: in.ItemID, Text: in.Text}
-	err := s.send(ctx, tool, http.MethodPost, s.inboxPath("reply"), body, s.key(tool, in), &out)
+	file, err := s.fileBody(in.FileIn)
+	if err != nil {
+		return nil, out, err
+	}
+	body := api.ReplyBody{ItemID: in.ItemID, Text: in.Text, File: file}
+	err = s.send(ctx, tool, http.MethodPost, s.inboxPath("reply"), body, s.key(tool, body), &out)
 	return nil, out, err
+}
+
+func (s *server) progress(ctx context.Context, _ *sdk.CallToolRequest, in ProgressIn) (*sdk.CallToolResult, store.TurnNote, error) {
+	const tool = "progress"
+	var out store.TurnNote
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	body := api.ProgressBody{TurnInstanceID: s.turnFor(""), Text: in.Text}
+	err := s.send(ctx, tool, http.MethodPost, s.goalPath("agents", s.agent, "progress"), body, s.key(tool, body, s.now().UnixNano()), &out)
+	return nil, out, err
+}
+
+// fileBody reads a tool's file: from this machine when allowed, else from its base64.
+func (s *server) fileBody(in FileIn) (*api.FileBody, error) {
+	switch {
+	case in.FilePath != "" && !s.localFiles:
+		return nil, toolInputError("file_path", "this MCP endpoint is not on the agent's machine; send file_name and content_base64 instead")
+	case in.FilePath != "":
+		f, err := api.FileBodyOf(in.FilePath, 1<<30)
+		if err != nil {
+			return nil, toolInputError("file_path", err.Error())
+		}
+		return f, nil
+	case in.ContentBase64 != "" || in.FileName != "":
+		if in.FileName == "" || in.ContentBase64 == "" {
+			return nil, toolInputError("file_name", "give both file_name and content_base64")
+		}
+		return &api.FileBody{Name: in.FileName, ContentBase64: in.ContentBase64}, nil
+	}
+	return nil, nil
+}
+
+func (s *server) fileGet(ctx context.Context, _ *sdk.CallToolRequest, in FileGetIn) (*sdk.CallToolResult, FileGetOut, error) {
+	out := FileGetOut{FileID: in.FileID}
+	if err := s.connected(); err != nil {
+		return nil, out, err
+	}
+	if in.FileID <= 0 {
+		return nil, out, toolInputError("file_id", "give the file's id (files[].file_id)")
+	}
+	if in.SaveTo != "" && !s.localFiles {
+		return nil, out, toolInputError("save_to", "this MCP endpoint is not on the agent's machine; leave save_to out to get the content in base64")
+	}
+	raw, err := s.api.Do(ctx, client.Request{Method: http.MethodGet, Path: "/v1/files/" + strconv.FormatInt(in.FileID, 10)})
+	if err != nil {
+		return nil, out, explain("file_get", s, err)
+	}
+	sum := sha256.Sum256(raw)
+	out.Size, out.SHA256 = len(raw), hex.EncodeToString(sum[:])
+	if in.SaveTo != "" {
+		if err := os.WriteFile(in.SaveTo, raw, 0o644); err != nil {
+			return nil, out, toolInputError("save_to", err.Error())
+		}
+		out.Path = in.SaveTo
+		return nil, out, nil
+	}
+	out.ContentBase64 = base64.StdEncoding.EncodeToString(raw)
+	return nil, out, nil
 }
 
 // turnFor is the turn a settling call names: the one given, else the session's.

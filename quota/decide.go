@@ -21,6 +21,8 @@ const (
 	ActionStallGate     = "stall_gate"
 	ActionNormalRun     = "normal_run"
 	ActionNotFound      = "goal_not_found"
+	ActionHeld          = "agent_held"
+	ActionStop          = "stop_turn"
 )
 
 // hintRow is one row of LoopX's scheduler_hint table.
@@ -40,8 +42,9 @@ var (
 const maxStep = 16
 
 // Decide is the should-run decision: a pure function of the snapshot and the clock. The order
-// is LoopX's: paused, busy, throttled, inbox, (monitor-only), waiting for an owner gate, idle,
-// stalled, eligible. The first that applies wins.
+// is LoopX's: paused, (stop: the live turn was stopped; held: the agent is held), busy,
+// throttled, inbox, (monitor-only), waiting for an owner gate, idle, stalled, eligible. The
+// first that applies wins.
 func Decide(in Input, now time.Time) Decision {
 	d := Decision{
 		OK: true, Mode: "should-run", GoalID: in.Goal.ID, AgentID: in.Agent.ID,
@@ -80,6 +83,21 @@ func Decide(in Input, now time.Time) Decision {
 	case in.Goal.AllowedSlots == 0:
 		d.State, d.EffectiveAction = StatePaused, ActionQuotaSkip
 		d.Reason, d.Message = "quota_zero", "the goal's quota allows 0 slots; raise allowed_slots to resume"
+		return withHint(d, in, hintStopped, now)
+	case in.LiveTurn != nil && in.LiveTurn.StopRequestedAt != nil:
+		d.State, d.EffectiveAction = StateStop, ActionStop
+		d.Reason = "stop_requested"
+		d.Message = fmt.Sprintf("turn %s was stopped by an owner: end it now without further changes", in.LiveTurn.InstanceID)
+		return withHint(d, in, hintQuiet, now)
+	case in.Agent.HeldAt != nil:
+		d.State, d.EffectiveAction = StateHeld, ActionHeld
+		d.Held = &HeldStatus{Reason: in.Agent.HeldReason, Failures: in.Agent.HeldFailures, By: in.Agent.HeldBy, Since: *in.Agent.HeldAt}
+		d.Reason = "held_" + in.Agent.HeldReason
+		if in.Agent.HeldReason == store.HeldFailures {
+			d.Message = fmt.Sprintf("the agent is held after %d failed or empty turns in a row; an owner must resume it", in.Agent.HeldFailures)
+		} else {
+			d.Message = "an owner paused the agent; an owner must resume it"
+		}
 		return withHint(d, in, hintStopped, now)
 	case in.LiveTurn != nil:
 		d.State, d.EffectiveAction = StateBusy, ActionBusySkip

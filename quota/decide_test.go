@@ -54,6 +54,16 @@ func TestDecideStates(t *testing.T) {
 		}, state: quota.StatePaused, reason: "goal_stopped", action: quota.ActionQuotaSkip, hint: "stop_until_explicit_resume"},
 		{name: "zero quota is paused", mut: func(in *quota.Input) { in.Goal.AllowedSlots = 0; in.InboxPending = 1 },
 			state: quota.StatePaused, reason: "quota_zero", action: quota.ActionQuotaSkip, hint: "stop_until_explicit_resume"},
+		{name: "a held agent starts nothing, even with inbox items, until resumed", mut: func(in *quota.Input) {
+			at := t0.Add(-time.Hour)
+			in.Agent.HeldAt, in.Agent.HeldReason, in.Agent.HeldFailures = &at, store.HeldFailures, 3
+			in.InboxPending = 2
+		}, state: quota.StateHeld, reason: "held_failures", action: quota.ActionHeld, hint: "stop_until_explicit_resume"},
+		{name: "a stopped live turn answers stop before busy and held", mut: func(in *quota.Input) {
+			at := t0.Add(-time.Minute)
+			in.LiveTurn = &store.Turn{InstanceID: "t1", LeaseExpiresAt: t0.Add(time.Hour), StopRequestedAt: &at, StopRequestedBy: "ou_o"}
+			in.Agent.HeldAt, in.Agent.HeldReason = &at, store.HeldOwner
+		}, state: quota.StateStop, reason: "stop_requested", action: quota.ActionStop, hint: "backoff_until_state_change", interval: 30},
 		{name: "live turn is busy, even with inbox items", mut: func(in *quota.Input) {
 			in.LiveTurn = &store.Turn{InstanceID: "t1", LeaseExpiresAt: t0.Add(time.Hour)}
 			in.InboxPending = 2

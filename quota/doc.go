@@ -3,7 +3,10 @@
 //
 // Guarantees:
 //   - Decide is a pure function of a snapshot and the clock. Its order is LoopX's: paused
-//     (stopped goal or zero quota; nothing overrides it), busy (a live turn), throttled (the
+//     (stopped goal or zero quota; nothing overrides it), stop (an owner stopped the live
+//     turn: a host's turn is ended here as stopped, a runner's by its runner), held (the
+//     breaker held the agent after failed or empty turns in a row, or an owner paused it;
+//     the hint holds the heartbeat until an owner resumes it), busy (a live turn), throttled (the
 //     rolling window is spent; next_eligible_at is when a slot frees), inbox (pending items
 //     for the agent run a reply turn even while its todo waits on a gate), waiting (an owner
 //     gate blocks all remaining work), idle (no runnable todo), stalled (goal.stall_turns

@@ -125,6 +125,14 @@ func (s *Service) shouldRun(ctx context.Context, p ShouldRunParams, open store.S
 		}
 		changed = true
 	}
+	if d.State == StateStop && snap.LiveTurn != nil && snap.LiveTurn.Via != store.RunnerExec && snap.LiveTurn.Via != store.RunnerWebhook {
+		// A host runs this turn: this answer is how it learns of the stop, so the turn ends
+		// here. (A runner's turn is ended by the runner once it killed or cancelled it.)
+		if d, err = s.endStopped(ctx, tx, snap, d, actor, surface, now); err != nil {
+			return Decision{}, err
+		}
+		changed = true
+	}
 	if d.ShouldRun && p.BeginTurn {
 		if d, err = s.beginTurn(ctx, tx, p, snap, d, instance, actor, surface, now); err != nil {
 			return Decision{}, err
@@ -175,6 +183,11 @@ func checkParams(p ShouldRunParams) error {
 	if !store.ValidID(p.AgentID) {
 		return store.Errorf(store.ErrInvalid, "agent_id", "%q is not a valid id: use 1-63 characters of a-z, 0-9, '.', '_', '-'", p.AgentID)
 	}
+	switch p.Via {
+	case "", store.RunnerExec, store.RunnerWebhook, "mcp", "cli":
+	default:
+		return store.Errorf(store.ErrInvalid, "via", "%q is not exec, webhook, mcp or cli", p.Via)
+	}
 	if !store.ValidInstanceID(p.TurnInstanceID) {
 		return store.Errorf(store.ErrInvalid, "turn_instance_id", "%q is not a valid turn instance id: use 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'", p.TurnInstanceID)
 	}
@@ -205,6 +218,19 @@ func (s *Service) openStallGate(ctx context.Context, tx store.DB, snap Input, d 
 	return d, err
 }
 
+// endStopped ends the host's live turn an owner stopped, as stopped, and audits it.
+func (s *Service) endStopped(ctx context.Context, tx store.DB, snap Input, d Decision, actor, surface string, now time.Time) (Decision, error) {
+	t, err := store.EndStoppedTurnTx(ctx, tx, *snap.LiveTurn, now)
+	if err != nil {
+		return d, fmt.Errorf("end stopped turn: %w", err)
+	}
+	d.Stopped = &t
+	err = store.InsertAudit(ctx, tx, store.Audit{At: now, Actor: actor, Surface: surface, Action: "turn.stopped",
+		GoalID: snap.Goal.ID, Target: store.TurnTarget(t.ID), Allowed: true,
+		Detail: mustJSON(map[string]any{"agent_id": t.AgentID, "turn_instance_id": t.InstanceID, "stopped_by": t.StopRequestedBy})})
+	return d, err
+}
+
 // beginTurn opens the turn a run decision starts. If another call opened one first, the
 // answer becomes busy.
 func (s *Service) beginTurn(ctx context.Context, tx store.DB, p ShouldRunParams, snap Input, d Decision, instance, actor, surface string, now time.Time) (Decision, error) {
@@ -214,7 +240,7 @@ func (s *Service) beginTurn(ctx context.Context, tx store.DB, p ShouldRunParams,
 	}
 	t, err := store.OpenTurnTx(ctx, tx, store.OpenTurnParams{
 		GoalID: p.GoalID, AgentID: p.AgentID, InstanceID: instance, TodoID: todoID,
-		Action: d.EffectiveAction, Lease: p.LeaseDuration,
+		Action: d.EffectiveAction, Lease: p.LeaseDuration, Via: p.Via,
 	}, now)
 	if err != nil {
 		var se *store.Error

@@ -17,6 +17,12 @@ const (
 	StateStalled   = "stalled"
 	StateEligible  = "eligible"
 	StateNotFound  = "not_found"
+	// StateHeld: the agent is held (the breaker after failed or empty turns in a row, or an
+	// owner); no turn starts until an owner resumes it.
+	StateHeld = "held"
+	// StateStop: an owner stopped the agent's live turn; the host must end it now (the turn
+	// is closed as stopped).
+	StateStop = "stop"
 )
 
 // Input is everything Decide looks at, read in one round trip by store.ReadShouldRunSnapshot.
@@ -42,12 +48,24 @@ type Decision struct {
 	SchedulerHint    SchedulerHint     `json:"scheduler_hint"`
 	Turn             *store.Turn       `json:"turn,omitempty"` // the turn opened by BeginTurn
 	HeartbeatReceipt *HeartbeatReceipt `json:"heartbeat_receipt,omitempty"`
+	// Held says why the agent is held (state held).
+	Held *HeldStatus `json:"held,omitempty"`
+	// Stopped is the live turn an owner stopped (state stop), as it ended.
+	Stopped *store.Turn `json:"stopped_turn,omitempty"`
 
 	// Replayed is true when the answer is the stored receipt of an earlier call with the
 	// same turn instance id (the JSON is byte-identical to the first answer).
 	Replayed bool `json:"-"`
 	// Identity is what the hint progression compares between calls.
 	Identity string `json:"-"`
+}
+
+// HeldStatus says why an agent is held and since when.
+type HeldStatus struct {
+	Reason   string    `json:"reason"`             // failures | owner
+	Failures int       `json:"failures,omitempty"` // failed or empty turns in a row (the breaker)
+	By       string    `json:"by,omitempty"`       // who held it (an owner)
+	Since    time.Time `json:"since"`
 }
 
 // SelectedTodo is the todo a run should work on.
@@ -105,5 +123,8 @@ type ShouldRunParams struct {
 	// BeginTurn opens a turn (with TurnInstanceID, or a generated id) when the decision is run.
 	BeginTurn     bool
 	LeaseDuration time.Duration // lease of the opened turn; 0 = 30 minutes
-	Meta          store.Meta
+	// Via is how the turn is run: exec or webhook (a runner), mcp or cli (a host); it decides
+	// whether a progress card is shown by default.
+	Via  string
+	Meta store.Meta
 }

@@ -27,6 +27,8 @@ const (
 	agentIdle        = "idle"         // no open todo it may work on
 	agentStalled     = "stalled"      // turns without progress: the owner is asked
 	agentReady       = "ready"        // the next heartbeat starts a turn on a todo
+	agentHeld        = "held"         // the breaker or an owner holds it: no turn starts until resumed
+	agentStopping    = "stopping"     // an owner stopped its live turn; it is ending
 )
 
 // zoneOf loads an IANA zone, falling back to UTC when it is empty or does not load.
@@ -61,6 +63,7 @@ func (h *handling) agentStates(ctx context.Context, goal store.Goal, scheds []st
 			"ID": a.ID, "Default": a.IsDefault, "Pending": counts.Pending, "Steer": counts.Steer,
 			"TodoID": int64(0), "TodoText": "", "ElapsedH": 0, "ElapsedM": 0, "Until": "", "Gates": []string{},
 			"StallTurns": goal.StallTurns, "Zone": zone, "Heartbeat": "", "HeartbeatZone": "", "HeartbeatHeld": false,
+			"GoalID": goal.ID, "HeldReason": "", "HeldFailures": 0, "HeldBy": "",
 		}
 		if err := h.describeAgent(ctx, row, d, snap, now, loc); err != nil {
 			return nil, err
@@ -91,6 +94,12 @@ func (h *handling) describeAgent(ctx context.Context, row map[string]any, d quot
 		text, err := store.GetTodoText(ctx, h.tx, id)
 		row["TodoID"], row["TodoText"] = id, text
 		return err
+	}
+	if statusHeld(row, d, snap) {
+		if t := snap.LiveTurn; t != nil {
+			return todo(t.TodoID)
+		}
+		return nil
 	}
 	if t := snap.LiveTurn; t != nil {
 		row["State"] = agentWorking

@@ -27,6 +27,16 @@ type Message struct {
 	Mentions    []Mention
 	Text        string // plain text; mention placeholders (@_user_1) left in place
 	At          time.Time
+	// Files are the images and files the message brought (an image or file message, or a
+	// post's images), to be downloaded from Lark and handed to the agent with the message.
+	Files []File
+}
+
+// File is one image or file of a message, named by its Lark resource key.
+type File struct {
+	Key  string // image_key or file_key
+	Kind string // image | file
+	Name string // the file's name ("" for images)
 }
 
 // Mention is one @-mention in a message. Key is the placeholder that appears in Text.

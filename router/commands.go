@@ -29,6 +29,12 @@ func (h *handling) command(ctx context.Context, cmd command, p Parsed) error {
 	case "web":
 		return h.signInLink(ctx)
 	}
+	if ok, err := h.wantsOverview(ctx, cmd, p); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return h.overview(ctx, cmd.name)
+	}
 	tg, err := h.resolve(ctx, p.Addr, false)
 	if err != nil || tg == nil {
 		return err
@@ -37,6 +43,12 @@ func (h *handling) command(ctx context.Context, cmd command, p Parsed) error {
 		return h.refuse(ctx, cmd.action, "/"+cmd.name, cmd.need, tg)
 	}
 	switch cmd.name {
+	case "stop":
+		return h.stop(ctx, tg)
+	case "run":
+		return h.runNow(ctx, tg)
+	case "breaker", "progress", "quiet":
+		return h.setting(ctx, cmd, tg, p)
 	case "status":
 		return h.status(ctx, tg)
 	case "gates":
@@ -48,6 +60,9 @@ func (h *handling) command(ctx context.Context, cmd command, p Parsed) error {
 	case "bind":
 		return h.bind(ctx, cmd, tg)
 	case "pause", "resume":
+		if p.Addr != nil && p.Addr.Agent != "" {
+			return h.holdResume(ctx, cmd, tg)
+		}
 		return h.pauseResume(ctx, cmd, tg)
 	case "budget":
 		return h.budget(ctx, tg, p)
@@ -385,7 +400,7 @@ func (h *handling) deliver(ctx context.Context, p Parsed) error {
 	it, _, err := h.c.ib.Enqueue(ctx, h.tx, store.InboxInsert{
 		GoalID: tg.goal.ID, AgentID: tg.agent, SessionID: tg.session, Mode: p.Mode, Text: p.Text,
 		Sender: h.m.SenderID, SourceChat: h.m.ChatID, SourceMessage: h.m.MessageID,
-		SourceThread: h.m.RootID, TurnID: turnID,
+		SourceThread: h.m.RootID, TurnID: turnID, Files: larkFiles(h.m.Files),
 	})
 	if errors.Is(err, store.ErrFull) {
 		return h.reply(ctx, "inbox_full", map[string]any{"GoalID": tg.goal.ID, "AgentID": tg.agent, "Max": h.c.ib.Options().MaxPending}, tg)
@@ -393,9 +408,11 @@ func (h *handling) deliver(ctx context.Context, p Parsed) error {
 	if err != nil {
 		return h.kernelError(ctx, err, tg)
 	}
-	if err := h.audit(ctx, "chat.message", tg.goal.ID, store.InboxTarget(it.ID), true, map[string]any{
-		"agent_id": tg.agent, "mode": p.Mode, "session_id": tg.session,
-	}); err != nil {
+	detail := map[string]any{"agent_id": tg.agent, "mode": p.Mode, "session_id": tg.session}
+	if len(h.m.Files) > 0 {
+		detail["files"] = len(h.m.Files) // (the fast path, which takes no files, writes the same row)
+	}
+	if err := h.audit(ctx, "chat.message", tg.goal.ID, store.InboxTarget(it.ID), true, detail); err != nil {
 		return err
 	}
 	if h.c.opts.Receipt == ReceiptReply {

@@ -38,6 +38,18 @@
 //     turn as working), with the same word /pause uses for a paused goal; /report sends the
 //     report or says that none was needed, never both or an empty promise; /runs reads the
 //     run index.
+//   - Running the work: /stop #goal[/agent] asks to end the live turn now (the runner kills
+//     or cancels it, a host's next should-run ends it); /run fires the heartbeat now through
+//     a scheduler, which answers in the thread with what should-run decided; /pause and
+//     /resume with #goal/agent hold and resume one agent (resuming also ends a breaker's
+//     hold and updates its card); /breaker, /progress and /quiet propose the goal settings
+//     with a machine default. Clicks on turn cards ([Retry now], [Pause agent]) and breaker
+//     cards ([Resume agent]) are owners' only, audited, and update the card in place.
+//   - In a direct chat with no binding, /status and /gates without a goal answer with an
+//     overview of every goal the person owns or belongs to, what needs them first; other
+//     commands that need a goal keep asking for one.
+//   - A message's images and files (Message.Files) go with its inbox item, which waits until
+//     the bot downloaded them; files with no words make a message named by the files.
 //   - Authorization: owners may do everything on their goal; members may message its agents
 //     and use /status, /gates, /report; admins (Options.Admins) everything; anyone else gets a
 //     reply naming the goal's owners. Every refusal is audited. Card clicks are checked the

@@ -16,7 +16,7 @@ import (
 // duplicates), which the transactional path then decides. Both paths commit the same rows for
 // a message the fast one takes (TestFastPathMatchesGeneralPath).
 func (c *Chat) enqueueFast(ctx context.Context, m Message) bool {
-	if c.fast == nil || m.RootID != "" || m.ParentID != "" || c.opts.Receipt != ReceiptReaction {
+	if c.fast == nil || m.RootID != "" || m.ParentID != "" || c.opts.Receipt != ReceiptReaction || len(m.Files) > 0 {
 		return false
 	}
 	h := &handling{c: c, m: m}

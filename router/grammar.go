@@ -47,6 +47,7 @@ type Parsed struct {
 	Op      string   // owners, members: add | remove | set
 	People  []string // owners, members: @-mentions or open_ids, as typed
 	Stall   int      // stall: turns without progress; 0 = off
+	Setting string   // breaker: a number, off or default; progress, quiet: on, off or default
 }
 
 // ParseError is a text that means nothing: Problem says why, Usage shows the right form.
@@ -87,6 +88,9 @@ const (
 	argsSchedule         // [#goal] heartbeat|report <spec>|off [zone]
 	argsPeople           // [#goal] add|remove|set <people>
 	argsStall            // [#goal] <turns>|off
+	argsAgentOpt         // [#goal[/agent]] (stop, run, pause, resume)
+	argsBreaker          // [#goal] <failures>|off|default
+	argsSwitch           // [#goal] on|off|default
 )
 
 // command is one row of the table that routes commands and generates /help (each command's
@@ -111,8 +115,10 @@ func commandTable() []command {
 		{"runs", "/runs [#goal] [n]", needMember, argsRuns, "chat.runs"},
 		{"bind", "/bind #goal[/agent]", needOwner, argsGoalReq, "chat.bind"},
 		{"unbind", "/unbind [#goal]", needOwner, argsGoalOpt, "chat.unbind"},
-		{"pause", "/pause #goal", needOwner, argsGoalOpt, "chat.pause"},
-		{"resume", "/resume #goal", needOwner, argsGoalOpt, "chat.resume"},
+		{"pause", "/pause #goal[/agent]", needOwner, argsAgentOpt, "chat.pause"},
+		{"resume", "/resume #goal[/agent]", needOwner, argsAgentOpt, "chat.resume"},
+		{"stop", "/stop #goal[/agent]", needOwner, argsAgentOpt, "chat.stop"},
+		{"run", "/run #goal[/agent]", needOwner, argsAgentOpt, "chat.run"},
 		{"budget", "/budget #goal <slots> [<window-hours>]", needOwner, argsBudget, "chat.budget"},
 		{"todo", "/todo #goal <text>", needMember, argsTodo, "chat.todo"},
 		{"approve", "/approve <gate> [comment]", needOwner, argsGate, "chat.approve"},
@@ -122,6 +128,9 @@ func commandTable() []command {
 		{"owners", "/owners #goal add|remove|set @person…", needOwner, argsPeople, "chat.owners"},
 		{"members", "/members #goal add|remove|set @person…", needOwner, argsPeople, "chat.members"},
 		{"stall", "/stall #goal <turns>|off", needOwner, argsStall, "chat.stall"},
+		{"breaker", "/breaker #goal <failures>|off|default", needOwner, argsBreaker, "chat.breaker"},
+		{"progress", "/progress #goal on|off|default", needOwner, argsSwitch, "chat.progress"},
+		{"quiet", "/quiet #goal on|off|default", needOwner, argsSwitch, "chat.quiet"},
 		{"web", "/web", needAnyone, argsNone, "chat.web"},
 	}
 }
@@ -240,7 +249,7 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 	if cmd.args != argsNone && cmd.args != argsGate && cmd.args != argsLang && strings.HasPrefix(rest, "#") {
 		tok, r := cut(rest)
 		depth := 1
-		if cmd.args == argsGoalReq {
+		if cmd.args == argsGoalReq || cmd.args == argsAgentOpt {
 			depth = 2
 		}
 		a, err := parseAddress(tok, depth)
@@ -258,10 +267,27 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 		if rest != "" {
 			return bad("/%s takes no arguments", cmd.name)
 		}
-	case argsGoalOpt:
+	case argsGoalOpt, argsAgentOpt:
 		if rest != "" {
 			return bad("unexpected %q after /%s", clip(rest, 40), cmd.name)
 		}
+	case argsBreaker:
+		v := strings.ToLower(strings.TrimSpace(rest))
+		if v == "off" || v == "default" {
+			p.Setting = v
+			break
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 100 {
+			return bad("failures must be a whole number from 1 to 100, off or default, got %q", clip(rest, 20))
+		}
+		p.Setting = strconv.Itoa(n)
+	case argsSwitch:
+		v := strings.ToLower(strings.TrimSpace(rest))
+		if v != "on" && v != "off" && v != "default" {
+			return bad("/%s takes on, off or default, got %q", cmd.name, clip(rest, 20))
+		}
+		p.Setting = v
 	case argsGoalReq:
 		if p.Addr == nil {
 			return bad("/%s needs the goal to bind, e.g. /bind #my-goal", cmd.name)

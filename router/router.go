@@ -279,7 +279,12 @@ func (h *handling) text() string {
 }
 
 func (h *handling) handle(ctx context.Context) error {
-	p, err := Parse(h.text())
+	text := h.text()
+	if len(h.m.Files) > 0 && strings.TrimSpace(normalize(text)) == "" {
+		// Files and no words: a message for an agent, named by its files.
+		text = fileText(h.m.Files)
+	}
+	p, err := Parse(text)
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) {
@@ -470,6 +475,9 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 func (c *Chat) click(ctx context.Context, tx *store.Tx, a CardAction, lang string) (CardResult, error) {
 	if pc, ok := parseProposalClick(a.Value); ok {
 		return c.clickProposal(ctx, tx, a, pc, lang)
+	}
+	if w, ok := parseWorkClick(a.Value); ok {
+		return c.clickWork(ctx, tx, a, w, lang)
 	}
 	if a.Value["kind"] == "web" {
 		return c.clickSignIn(ctx, tx, a, lang)

@@ -50,9 +50,17 @@ func (h *handling) runs(ctx context.Context, tg *target, p Parsed) error {
 		total += c.Count
 		grouped = append(grouped, map[string]any{"State": c.State, "Reason": c.Reason, "Count": c.Count})
 	}
+	heldAgents, err := store.ListHeldAgents(ctx, h.tx, tg.goal.ID)
+	if err != nil {
+		return err
+	}
+	held := []map[string]any{}
+	for _, a := range heldAgents {
+		held = append(held, map[string]any{"ID": a.ID, "Reason": a.HeldReason, "Failures": a.HeldFailures})
+	}
 	return h.reply(ctx, "runs", map[string]any{
 		"GoalID": tg.goal.ID, "Zone": zone, "Turns": list, "Skips": grouped, "SkipTotal": total,
-		"SkipHours": int(runsSkipWindow / time.Hour),
+		"SkipHours": int(runsSkipWindow / time.Hour), "Held": held,
 	}, tg)
 }
 

@@ -101,6 +101,29 @@ func (d *Digests) build(ctx context.Context, tx store.DB, p ReportParams, trigge
 	if err != nil {
 		return res, err
 	}
+	goal, err := store.GetGoal(ctx, tx, p.GoalID)
+	if err != nil {
+		return res, err
+	}
+	if trigger == "schedule" && facts.Nothing() && goal.Quiet(d.cfg.Store.GoalDefaults()) {
+		// Nothing new: record the quiet window (the next digest starts after it and says how
+		// long it was quiet) and send nothing.
+		id, created, err := store.InsertDigest(ctx, tx, store.DigestInsert{
+			GoalID: p.GoalID, WindowStart: from, WindowEnd: p.Now, Trigger: trigger, Lang: templates.Lang(facts.Lang),
+			Facts: facts, Quiet: true,
+		})
+		if err != nil {
+			return res, err
+		}
+		res.Facts, res.DigestID, res.Created, res.Reason = facts, id, created, "quiet"
+		if !created {
+			res.Reason = "already_sent"
+		}
+		return res, nil
+	}
+	if facts.QuietSince, err = store.QuietSince(ctx, tx, p.GoalID, from); err != nil {
+		return res, err
+	}
 	lang := p.Lang
 	if lang == "" {
 		lang = facts.Lang

@@ -37,6 +37,23 @@
 //   - Gate reminders back off (30, 60, 120 minutes, then every 120), deduplicated by gate and
 //     reminder number, and escalate to every owner by direct message from the Nth; a gate is
 //     never expired or answered by the scheduler.
+//   - Turn cards and the breaker (TurnCards): every Step, and right after a runner's turn
+//     ended, the turns with card work are locked (SKIP LOCKED) and moved on in one
+//     transaction per batch: a live progress card posted when the turn opens (the goal's
+//     progress_card, else the machine default for exec and MCP turns), updated in place when
+//     notes come, at most once per CardRefresh (5 s) per chat, ending with the outcome; a
+//     failure card for a failed, timed-out or empty turn that had none; after the goal's
+//     breaker_failures failures in a row, one hold of the agent (audited) and one breaker card.
+//     Dedupe keys make every row once, whatever the replicas.
+//   - Heartbeats fired now (run_request) are claimed like schedules, asked of should-run
+//     under the turn instance id run-<id> (a replay opens no second turn), answered in their
+//     chat, and their turn started once the answer committed.
+//   - A stop request reaches the runner of the turn on this replica (NOTIFY loopx_turn_stop,
+//     and a poll every StopPoll): its context ends with a *Stop cause and the turn ends as
+//     stopped.
+//   - Quiet digests: a scheduled digest with nothing new is recorded quiet and not sent when
+//     the goal's quiet_digests (else the machine default) says so; the next one says how
+//     long it was quiet.
 //
 // The loop sleeps until the earliest next_run_at (or the next reminder) and is woken early by
 // NOTIFY loopx_schedule, which triggers on goal, agent, todo, inbox and gate changes send.

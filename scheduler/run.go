@@ -13,12 +13,18 @@ import (
 func (s *Scheduler) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	listenDone := make(chan struct{})
+	stopsDone := make(chan struct{})
 	go func() {
 		defer close(listenDone)
 		s.listen(ctx, wake)
 	}()
+	go func() {
+		defer close(stopsDone)
+		s.listenStops(ctx)
+	}()
 	defer func() {
 		<-listenDone
+		<-stopsDone
 		s.Wait()
 	}()
 	failures := 0
@@ -75,6 +81,12 @@ func (s *Scheduler) sleepFor(ctx context.Context, failures int) time.Duration {
 		if at, ok, err := s.cfg.Reminders.NextDue(ctx); err == nil && ok {
 			d = min(d, at.Sub(now))
 		}
+	}
+	if at, ok := s.nextCardDue(ctx); ok {
+		d = min(d, at.Sub(now))
+	}
+	if pending, err := s.st.HasPendingRunRequests(ctx, now); err == nil && pending {
+		d = min(d, time.Second) // a lapsed claim of a heartbeat fired now is taken over soon
 	}
 	return max(d, 0)
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"loopx/cards"
 	"loopx/quota"
 	"loopx/store"
 )
@@ -34,6 +35,12 @@ type Config struct {
 	Digests *Digests
 	// Reminders sends gate reminders; nil disables them.
 	Reminders *Reminders
+	// Cards renders turn cards (progress, failure, breaker) and the answers to heartbeats
+	// fired now; nil: the breaker still holds agents, but nothing is posted.
+	Cards *cards.Set
+	// StopPoll is how often a running turn's runner looks for a stop request, besides the
+	// notification that normally brings it at once; 0 means 2 s.
+	StopPoll time.Duration
 	// Now is the clock; nil means the store's clock.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -73,6 +80,10 @@ type Scheduler struct {
 
 	mu     sync.Mutex
 	totals Stats // everything Step did since New, for metrics and the benchmark
+
+	// running holds the cancel of every turn this replica's runners carry out, by turn id,
+	// so a stop request reaches it.
+	running sync.Map // int64 -> context.CancelCauseFunc
 }
 
 // Totals returns what every Step of this Scheduler did so far.
@@ -120,6 +131,9 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.TimeScale <= 0 {
 		cfg.TimeScale = 1
 	}
+	if cfg.StopPoll <= 0 {
+		cfg.StopPoll = 2 * time.Second
+	}
 	owner := cfg.Replica + "/" + randomHex(6)
 	return &Scheduler{cfg: cfg, st: cfg.Store, now: cfg.Now, log: cfg.Logger.With("component", "scheduler"), owner: owner}, nil
 }
@@ -132,6 +146,8 @@ type Stats struct {
 	Missed    int
 	Started   int // turns handed to a runner
 	Reminders int
+	Cards     int           // turns whose card (or breaker) moved on
+	RunNow    int           // heartbeats fired now
 	DBTime    time.Duration // time spent claiming, deciding and settling due schedules
 }
 
@@ -142,6 +158,8 @@ func (a *Stats) add(b Stats) {
 	a.Missed += b.Missed
 	a.Started += b.Started
 	a.Reminders += b.Reminders
+	a.Cards += b.Cards
+	a.RunNow += b.RunNow
 	a.DBTime += b.DBTime
 }
 
@@ -180,6 +198,14 @@ func (s *Scheduler) Step(ctx context.Context) (total Stats, err error) {
 		if err != nil {
 			return total, fmt.Errorf("send gate reminders: %w", err)
 		}
+	}
+	n, err := s.runNow(ctx)
+	total.RunNow += n
+	if err != nil {
+		return total, fmt.Errorf("fire heartbeats asked for now: %w", err)
+	}
+	if total.Cards, err = s.TurnCards(ctx); err != nil {
+		return total, fmt.Errorf("turn cards: %w", err)
 	}
 	return total, nil
 }
@@ -403,6 +429,7 @@ func (s *Scheduler) decide(ctx context.Context, work []*fired) error {
 				TurnInstanceID: TurnInstanceID(w.sched.ID, fire),
 				BeginTurn:      begin,
 				LeaseDuration:  s.cfg.TurnLease,
+				Via:            w.sched.Runner,
 				Meta:           store.Meta{Actor: store.ActorScheduler, Surface: "scheduler"},
 			})
 		}()

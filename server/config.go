@@ -133,9 +133,33 @@ type Config struct {
 	// Build is which binary this is (NewBuild): logged at start, answered by /healthz, told to
 	// MCP clients and recorded in the database; not read from the environment.
 	Build Build
+	// GoalDefaults are the machine defaults of the goal settings a goal leaves unset:
+	// LOOPX_BREAKER_FAILURES (failed or empty turns in a row before an agent is held, 0-100,
+	// default 3), LOOPX_PROGRESS_CARD (on: live progress cards for exec and MCP turns) and
+	// LOOPX_QUIET_DIGESTS (on: a scheduled report with nothing new is not sent).
+	GoalDefaults store.GoalDefaults
+	// Files is where file contents live and how large one may be.
+	Files FilesConfig
 	// Logger is where Run logs; not read from the environment. Nil: NewLogger on stderr with
 	// LogFormat and LogLevel.
 	Logger *slog.Logger
+}
+
+// FilesConfig is the file storage: LOOPX_FILE_MAX_BYTES caps one file (default 20 MiB, at
+// most 1 GiB); LOOPX_FILE_STORE is pg (the default: PostgreSQL) or s3, which then needs
+// LOOPX_S3_ENDPOINT, LOOPX_S3_BUCKET, LOOPX_S3_ACCESS_KEY, LOOPX_S3_SECRET_KEY and optionally
+// LOOPX_S3_REGION, LOOPX_S3_PREFIX.
+type FilesConfig struct {
+	MaxBytes int64
+	Store    string // pg | s3
+	S3       S3Config
+}
+
+// S3Config names an S3-compatible bucket.
+type S3Config struct {
+	Endpoint, Region, Bucket, Prefix string
+	AccessKey                        string
+	SecretKey                        secret
 }
 
 // WebConfig is what the workspace wiring reads.
@@ -155,6 +179,26 @@ func HomeDir(getenv func(string) string) string {
 		return filepath.Join(h, ".loopx")
 	}
 	return ""
+}
+
+// parseBytes reads a size: a number of bytes, or with a unit (KiB, MiB, GiB, KB, MB, GB).
+func parseBytes(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	units := []struct {
+		suffix string
+		n      int64
+	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1000}, {"mb", 1000 * 1000}, {"gb", 1000 * 1000 * 1000}, {"b", 1}}
+	lower := strings.ToLower(v)
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(lower, u.suffix); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return n * u.n, nil
+		}
+	}
+	return strconv.ParseInt(v, 10, 64)
 }
 
 // LoadConfig reads and validates the environment.
@@ -285,6 +329,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		{"LOOPX_RETAIN_AUDIT", 24 * time.Hour, 0, &cfg.Retention.Audit},
 		// Runs hold the spends a quota window sums: never shorter than the longest window.
 		{"LOOPX_RETAIN_RUNS", 31 * 24 * time.Hour, 0, &cfg.Retention.Runs},
+		{"LOOPX_RETAIN_FILES", 24 * time.Hour, 0, &cfg.Retention.Files},
 	} {
 		v := getenv(r.name)
 		if v == "" {
@@ -328,6 +373,42 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Path != "" {
 			bad("LOOPX_WEB_URL", "%q is not an http(s) address such as https://loopx.example.com (no path)", v)
 		}
+	}
+	cfg.GoalDefaults = store.DefaultGoalDefaults()
+	if v := getenv("LOOPX_BREAKER_FAILURES"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if strings.EqualFold(strings.TrimSpace(v), "off") {
+			n, err = 0, nil
+		}
+		if err != nil || n < 0 || n > 100 {
+			bad("LOOPX_BREAKER_FAILURES", "%q is not a number of failures from 0 (off) to 100", v)
+		}
+		cfg.GoalDefaults.BreakerFailures = n
+	}
+	cfg.GoalDefaults.ProgressCard = flag("LOOPX_PROGRESS_CARD", true)
+	cfg.GoalDefaults.QuietDigests = flag("LOOPX_QUIET_DIGESTS", true)
+	cfg.Files = FilesConfig{MaxBytes: store.DefaultMaxFileBytes, Store: cmp.Or(strings.ToLower(strings.TrimSpace(getenv("LOOPX_FILE_STORE"))), "pg")}
+	if v := getenv("LOOPX_FILE_MAX_BYTES"); v != "" {
+		n, err := parseBytes(v)
+		if err != nil || n < 1024 || n > 1<<30 {
+			bad("LOOPX_FILE_MAX_BYTES", "%q is not a size from 1KiB to 1GiB (such as 20MiB or 5000000)", v)
+		}
+		cfg.Files.MaxBytes = n
+	}
+	switch cfg.Files.Store {
+	case "pg":
+	case "s3":
+		cfg.Files.S3 = S3Config{Endpoint: getenv("LOOPX_S3_ENDPOINT"), Region: getenv("LOOPX_S3_REGION"),
+			Bucket: getenv("LOOPX_S3_BUCKET"), Prefix: getenv("LOOPX_S3_PREFIX"),
+			AccessKey: getenv("LOOPX_S3_ACCESS_KEY"), SecretKey: secret(getenv("LOOPX_S3_SECRET_KEY"))}
+		for name, v := range map[string]string{"LOOPX_S3_ENDPOINT": cfg.Files.S3.Endpoint, "LOOPX_S3_BUCKET": cfg.Files.S3.Bucket,
+			"LOOPX_S3_ACCESS_KEY": cfg.Files.S3.AccessKey, "LOOPX_S3_SECRET_KEY": string(cfg.Files.S3.SecretKey)} {
+			if v == "" {
+				bad(name, "is required with LOOPX_FILE_STORE=s3")
+			}
+		}
+	default:
+		bad("LOOPX_FILE_STORE", "%q is not pg or s3", cfg.Files.Store)
 	}
 	if cfg.Replica == "" {
 		host, _ := os.Hostname()

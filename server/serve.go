@@ -138,7 +138,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	now := time.Now
-	st := store.New(pool, store.Options{Now: now, Keyring: keys, TransactionPooling: opened.TransactionPooling})
+	blobs, err := blobStore(ctx, cfg.Files)
+	if err != nil {
+		return err
+	}
+	st := store.New(pool, store.Options{Now: now, Keyring: keys, TransactionPooling: opened.TransactionPooling,
+		GoalDefaults: &cfg.GoalDefaults, MaxFileBytes: cfg.Files.MaxBytes, Blobs: blobs})
 	if n, err := st.SealPlaintextSecrets(ctx); err != nil {
 		return fmt.Errorf("seal runner secrets kept in clear: %w", err)
 	} else if n > 0 {

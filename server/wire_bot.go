@@ -108,6 +108,11 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 		return nil
 	}})
 	comps = append(comps, component{name: "outbox-sender", run: sender.Run})
+	fetch, err := fetcher(d, client)
+	if err != nil {
+		return nil, err
+	}
+	comps = append(comps, fetch)
 	logger.Info("lark bot wired", "transport", cfg.Transport, "sandbox", d.cfg.Sandbox, "base_url", cfg.BaseURL, "bot_open_id", botOpenID)
 	return comps, nil
 }

@@ -31,7 +31,12 @@ func wireMaintenance(_ context.Context, d *deps) ([]component, error) {
 		if p != (store.Pruned{}) {
 			logger.Info("pruned old records", "decisions", p.Decisions, "lark_events", p.LarkEvents,
 				"receipts", p.Receipts, "proposals", p.Proposals, "outbox", p.Outbox, "inbox", p.Inbox, "unrouted", p.Unrouted,
-				"audit", p.Audit, "runs", p.Runs, "spends", p.Spends)
+				"audit", p.Audit, "runs", p.Runs, "spends", p.Spends, "run_requests", p.RunRequests, "files", p.Files)
+		}
+		if n, err := d.store.PruneFiles(ctx, 1000); err != nil && ctx.Err() == nil {
+			logger.Warn("prune unused file contents", "err", err)
+		} else if n > 0 {
+			logger.Info("pruned unused file contents", "files", n)
 		}
 		if _, err := d.store.PruneSendRates(ctx); err != nil && ctx.Err() == nil {
 			logger.Warn("prune send rates", "err", err)

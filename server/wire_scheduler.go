@@ -26,7 +26,7 @@ func wireScheduler(ctx context.Context, d *deps) ([]component, error) {
 		return nil, nil
 	}
 	agentURL := cmp.Or(sc.AgentURL, "http://"+loopbackAddr(d.cfg.Listen))
-	base := runner.Base{URL: agentURL, Goals: d.store, Tokens: d.store, Templates: d.templates, Secrets: d.store}
+	base := runner.Base{URL: agentURL, Goals: d.store, Tokens: d.store, Templates: d.templates, Secrets: d.store, Files: d.store}
 	logger := d.logger
 	reminders, err := scheduler.NewReminders(scheduler.ReminderConfig{Store: d.store, Templates: d.templates})
 	if err != nil {
@@ -34,9 +34,9 @@ func wireScheduler(ctx context.Context, d *deps) ([]component, error) {
 	}
 	s, err := scheduler.New(scheduler.Config{
 		Store: d.store, Decider: d.quota, Now: d.schedulerNow, TimeScale: d.schedulerScale, Logger: logger, Replica: d.cfg.Replica,
-		MaxJitter: sc.MaxJitter, Reminders: reminders, Digests: d.digests,
+		MaxJitter: sc.MaxJitter, Reminders: reminders, Digests: d.digests, Cards: d.cards,
 		Runners: map[string]scheduler.Runner{
-			"exec":    &runner.Exec{Base: base, AllowShell: sc.ExecShell, Logger: logger},
+			"exec":    &runner.Exec{Base: base, AllowShell: sc.ExecShell, Logger: logger, Notes: d.store},
 			"webhook": &runner.Webhook{Base: base},
 		},
 	})

@@ -27,6 +27,15 @@ type Agent struct {
 	WorkMode     string          `json:"work_mode"` // active | monitor_only
 	IsDefault    bool            `json:"is_default"`
 	CreatedAt    time.Time       `json:"created_at"`
+	// HeldAt is set while the agent is held: no turn starts for it until an owner resumes it
+	// (hold.go). HeldReason says who held it: "failures" (the breaker, after HeldFailures
+	// failed or empty turns in a row) or "owner" (HeldBy). ResumedAt is the last resume:
+	// failures before it no longer count.
+	HeldAt       *time.Time `json:"held_at,omitempty"`
+	HeldReason   string     `json:"held_reason,omitempty"`
+	HeldBy       string     `json:"held_by,omitempty"`
+	HeldFailures int        `json:"held_failures,omitempty"`
+	ResumedAt    *time.Time `json:"resumed_at,omitempty"`
 	// Secrets lists the runner secrets that are set (names and when they changed; values
 	// are never read back). RunnerConfig never holds them.
 	Secrets []SecretInfo `json:"secrets,omitempty"`
@@ -61,11 +70,13 @@ type AgentRef struct {
 // tokenPrefix marks LoopX agent tokens so a leaked one is recognisable in logs and scanners.
 const tokenPrefix = "lxa_"
 
-const agentCols = `goal_id, id, runner, runner_config, work_mode, is_default, created_at`
+const agentCols = `goal_id, id, runner, runner_config, work_mode, is_default, created_at, held_at, held_reason,
+	held_by, held_failures, resumed_at`
 
 func scanAgent(row pgx.Row) (Agent, error) {
 	var a Agent
-	err := row.Scan(&a.GoalID, &a.ID, &a.Runner, &a.RunnerConfig, &a.WorkMode, &a.IsDefault, &a.CreatedAt)
+	err := row.Scan(&a.GoalID, &a.ID, &a.Runner, &a.RunnerConfig, &a.WorkMode, &a.IsDefault, &a.CreatedAt,
+		&a.HeldAt, &a.HeldReason, &a.HeldBy, &a.HeldFailures, &a.ResumedAt)
 	return a, err
 }
 

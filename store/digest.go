@@ -59,6 +59,9 @@ type DigestFacts struct {
 	NextTodos   []DigestItem `json:"next_todos"` // the open todos the next turns will pick, by priority
 	Skipped     []TickCount  `json:"skipped"`    // heartbeat ticks skipped, by reason
 	Days        []DigestDay  `json:"days"`
+	// QuietSince is the start of the quiet windows just before this one (no digest was sent
+	// for them: nothing happened); zero when the window before was not quiet.
+	QuietSince time.Time `json:"quiet_since,omitzero"`
 }
 
 const digestListCap = 8
@@ -197,6 +200,34 @@ type DigestInsert struct {
 	RequestedBy string
 	Lang        string
 	Facts       DigestFacts
+	// Quiet records a window in which nothing happened: no digest was sent for it, but the
+	// next one starts where it ended and says how long it was quiet.
+	Quiet bool
+}
+
+// Nothing tells a window in which nothing new happened on the goal: no turn ran, no todo,
+// gate, evidence or spend, no missed fire.
+func (f DigestFacts) Nothing() bool {
+	return f.TurnsRun == 0 && f.TodosDone == 0 && f.TodosOpened == 0 && f.GatesAsked == 0 && f.GatesAnswerd == 0 &&
+		f.GatesCancelled == 0 && f.Evidence == 0 && f.SlotsSpent == 0 && f.Missed == 0
+}
+
+// QuietSince is the start of the run of quiet windows that ends at end (the windows no
+// digest was sent for, just before the one being sent); zero when the window before end
+// was not quiet.
+func QuietSince(ctx context.Context, db DB, goalID string, end time.Time) (time.Time, error) {
+	var at *time.Time
+	err := db.QueryRow(ctx, `
+		WITH RECURSIVE run AS (
+			SELECT window_start FROM digest WHERE goal_id = $1 AND window_end = $2 AND quiet
+			UNION ALL
+			SELECT d.window_start FROM digest d JOIN run r ON d.goal_id = $1 AND d.window_end = r.window_start AND d.quiet
+		)
+		SELECT min(window_start) FROM run`, goalID, end).Scan(&at)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read quiet windows: %w", mapErr(err))
+	}
+	return deref(at), nil
 }
 
 // InsertDigest records a digest window in the caller's transaction. created is false when a
@@ -206,10 +237,10 @@ func InsertDigest(ctx context.Context, db DB, d DigestInsert) (id int64, created
 	if err != nil {
 		return 0, false, fmt.Errorf("encode digest facts: %w", err)
 	}
-	err = db.QueryRow(ctx, `INSERT INTO digest (goal_id, window_start, window_end, trigger, requested_by, lang, facts)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+	err = db.QueryRow(ctx, `INSERT INTO digest (goal_id, window_start, window_end, trigger, requested_by, lang, facts, quiet)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (goal_id, window_end) DO NOTHING RETURNING id`,
-		d.GoalID, d.WindowStart, d.WindowEnd, d.Trigger, d.RequestedBy, d.Lang, facts).Scan(&id)
+		d.GoalID, d.WindowStart, d.WindowEnd, d.Trigger, d.RequestedBy, d.Lang, facts, d.Quiet).Scan(&id)
 	if err == nil {
 		return id, true, nil
 	}

@@ -53,6 +53,12 @@
 //     are looked up before they are added again).
 //   - Time: operations read the injected clock (Options.Now) once and use it for every
 //     timestamp they write, so tests and replicas reason about one instant per operation.
+//   - Files are content-addressed (SHA-256, one stored content per distinct file) and capped
+//     (Options.MaxFileBytes); their content is written before the recording transaction when
+//     kept outside PostgreSQL (StageBlob), and deleted only once no file refers to it.
+//   - Goal settings with a machine default (breaker_failures, progress_card, quiet_digests)
+//     are NULL in the goal's row until set; readers take the effective value through the
+//     Goal methods and Options.GoalDefaults.
 //   - Spent quota is summed from the append-only ledger over the rolling window, never kept
 //     as a counter.
 package store

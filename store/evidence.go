@@ -20,6 +20,8 @@ type Evidence struct {
 	Summary   string    `json:"summary"`
 	Ref       string    `json:"ref"`
 	CreatedAt time.Time `json:"created_at"`
+	// Files are the deliverables attached to it (WithEvidenceFiles fills them in).
+	Files []Attachment `json:"files,omitempty"`
 }
 
 // AddEvidenceParams records evidence. TurnID 0 binds it to the agent's live turn, if any,
@@ -32,7 +34,9 @@ type AddEvidenceParams struct {
 	Kind    string // link | command | note | artifact; "" = note
 	Summary string
 	Ref     string
-	Meta    Meta `json:"-"`
+	// File, when set, is a deliverable attached to the evidence (staged with StageBlob first).
+	File *FileUpload `json:"file,omitempty"`
+	Meta Meta        `json:"-"`
 }
 
 // ListEvidenceParams filters ListEvidence.
@@ -114,9 +118,16 @@ func (s *Store) AddEvidence(ctx context.Context, p AddEvidenceParams) (Evidence,
 		if err != nil {
 			return Evidence{}, Audit{}, fmt.Errorf("insert evidence: %w", mapErr(err))
 		}
-		return e, Audit{GoalID: e.GoalID, Target: EvidenceTarget(e.ID), Detail: auditDetail(map[string]any{
-			"todo_id": e.TodoID, "turn_id": e.TurnID,
-		})}, nil
+		detail := map[string]any{"todo_id": e.TodoID, "turn_id": e.TurnID}
+		if p.File != nil {
+			f, err := s.attachTx(ctx, tx, p.GoalID, "evidence_id", e.ID, *p.File, now)
+			if err != nil {
+				return Evidence{}, Audit{}, err
+			}
+			e.Files = []Attachment{f}
+			detail["file"] = map[string]any{"file_id": f.ID, "name": f.Name, "size": f.Size, "sha256": f.SHA256}
+		}
+		return e, Audit{GoalID: e.GoalID, Target: EvidenceTarget(e.ID), Detail: auditDetail(detail)}, nil
 	})
 }
 
@@ -136,5 +147,9 @@ func (s *Store) ListEvidence(ctx context.Context, p ListEvidenceParams) ([]Evide
 	if err != nil {
 		return nil, fmt.Errorf("list evidence: %w", mapErr(err))
 	}
-	return collect(rows, "list evidence", scanEvidence)
+	es, err := collect(rows, "list evidence", scanEvidence)
+	if err != nil {
+		return nil, err
+	}
+	return WithEvidenceFiles(ctx, s.DB(), es)
 }

@@ -18,23 +18,28 @@ const (
 
 // Goal is one long-horizon objective with its owners, quota policy and schedules.
 type Goal struct {
-	ID            string    `json:"id"`
-	Title         string    `json:"title"`
-	Objective     string    `json:"objective"`
-	Owners        []string  `json:"owners"`  // Lark open_ids who may steer and answer gates
-	Members       []string  `json:"members"` // Lark open_ids who may message agents and read
-	Status        string    `json:"status"`  // active | stopped | done
-	WindowHours   int       `json:"window_hours"`
-	AllowedSlots  int       `json:"allowed_slots"`
-	HeartbeatSpec string    `json:"heartbeat_spec"` // robfig/cron standard spec; "" = none
-	HeartbeatTZ   string    `json:"heartbeat_tz"`   // IANA zone
-	ReportSpec    string    `json:"report_spec"`
-	ReportTZ      string    `json:"report_tz"`
-	Lang          string    `json:"lang"`        // en | zh
-	StallTurns    int       `json:"stall_turns"` // turns in a row without progress before a stall gate; 0 = off
-	Version       int64     `json:"version"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	ID            string   `json:"id"`
+	Title         string   `json:"title"`
+	Objective     string   `json:"objective"`
+	Owners        []string `json:"owners"`  // Lark open_ids who may steer and answer gates
+	Members       []string `json:"members"` // Lark open_ids who may message agents and read
+	Status        string   `json:"status"`  // active | stopped | done
+	WindowHours   int      `json:"window_hours"`
+	AllowedSlots  int      `json:"allowed_slots"`
+	HeartbeatSpec string   `json:"heartbeat_spec"` // robfig/cron standard spec; "" = none
+	HeartbeatTZ   string   `json:"heartbeat_tz"`   // IANA zone
+	ReportSpec    string   `json:"report_spec"`
+	ReportTZ      string   `json:"report_tz"`
+	Lang          string   `json:"lang"`        // en | zh
+	StallTurns    int      `json:"stall_turns"` // turns in a row without progress before a stall gate; 0 = off
+	// Settings with a machine default (GoalDefaults): nil takes the default, a value
+	// overrides it. See goalsettings.go.
+	BreakerFailures *int      `json:"breaker_failures"` // failed or empty turns in a row before the agent is held; 0 = off
+	ProgressCard    *bool     `json:"progress_card"`    // a live progress card in chat while a turn runs
+	QuietDigests    *bool     `json:"quiet_digests"`    // a scheduled digest with nothing new is not sent
+	Version         int64     `json:"version"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
 }
 
 // CreateGoalParams creates a goal. Zero values take the defaults: window 24 h, 24 slots,
@@ -53,7 +58,11 @@ type CreateGoalParams struct {
 	ReportTZ      string
 	Lang          string
 	StallTurns    *int
-	Meta          Meta `json:"-"`
+	// Settings with a machine default: nil (or Unset) takes the default.
+	BreakerFailures *int
+	ProgressCard    *bool
+	QuietDigests    *bool
+	Meta            Meta `json:"-"`
 }
 
 // ListGoalsParams filters ListGoals. Empty fields do not filter.
@@ -83,7 +92,15 @@ type UpdateGoalParams struct {
 	ReportTZ      *string
 	Lang          *string
 	StallTurns    *int
-	Meta          Meta `json:"-"`
+	// Settings with a machine default: a non-nil field sets it; SettingDefault (IntDefault,
+	// BoolDefault) puts it back to the machine default.
+	BreakerFailures *int
+	ProgressCard    *bool
+	QuietDigests    *bool
+	DefaultBreaker  bool // put breaker_failures back to the machine default
+	DefaultProgress bool // put progress_card back to the machine default
+	DefaultQuiet    bool // put quiet_digests back to the machine default
+	Meta            Meta `json:"-"`
 }
 
 // GoalRef names a goal for stop/resume.
@@ -93,13 +110,14 @@ type GoalRef struct {
 }
 
 const goalCols = `id, title, objective, owners, members, status, window_hours, allowed_slots,
-	heartbeat_spec, heartbeat_tz, report_spec, report_tz, lang, stall_turns, version, created_at, updated_at`
+	heartbeat_spec, heartbeat_tz, report_spec, report_tz, lang, stall_turns, breaker_failures, progress_card,
+	quiet_digests, version, created_at, updated_at`
 
 func scanGoal(row pgx.Row) (Goal, error) {
 	var g Goal
 	err := row.Scan(&g.ID, &g.Title, &g.Objective, &g.Owners, &g.Members, &g.Status, &g.WindowHours,
 		&g.AllowedSlots, &g.HeartbeatSpec, &g.HeartbeatTZ, &g.ReportSpec, &g.ReportTZ, &g.Lang,
-		&g.StallTurns, &g.Version, &g.CreatedAt, &g.UpdatedAt)
+		&g.StallTurns, &g.BreakerFailures, &g.ProgressCard, &g.QuietDigests, &g.Version, &g.CreatedAt, &g.UpdatedAt)
 	return g, err
 }
 
@@ -119,6 +137,7 @@ func checkGoal(g Goal) error {
 		checkZone("report_tz", g.ReportTZ),
 		checkLang("lang", g.Lang, false),
 		checkRange("stall_turns", g.StallTurns, 0, 100),
+		checkOptRange("breaker_failures", g.BreakerFailures, 0, 100),
 	}
 	for _, err := range checks {
 		if err != nil {
@@ -152,6 +171,7 @@ func (s *Store) CreateGoal(ctx context.Context, p CreateGoalParams) (Goal, error
 		HeartbeatSpec: p.HeartbeatSpec, HeartbeatTZ: strOr(p.HeartbeatTZ, "UTC"),
 		ReportSpec: p.ReportSpec, ReportTZ: strOr(p.ReportTZ, "UTC"),
 		Lang: strOr(p.Lang, "en"), StallTurns: orDefault(p.StallTurns, 3),
+		BreakerFailures: p.BreakerFailures, ProgressCard: p.ProgressCard, QuietDigests: p.QuietDigests,
 	}
 	if err := checkGoal(g); err != nil {
 		return Goal{}, err
@@ -160,12 +180,13 @@ func (s *Store) CreateGoal(ctx context.Context, p CreateGoalParams) (Goal, error
 		out, err := scanGoal(tx.QueryRow(ctx, `
 			INSERT INTO goal (id, title, objective, owners, members, status, window_hours, allowed_slots,
 			                  heartbeat_spec, heartbeat_tz, report_spec, report_tz, lang, stall_turns,
-			                  created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
+			                  created_at, updated_at, breaker_failures, progress_card, quiet_digests)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18)
 			ON CONFLICT (id) DO NOTHING
 			RETURNING `+goalCols,
 			g.ID, g.Title, g.Objective, g.Owners, g.Members, g.Status, g.WindowHours, g.AllowedSlots,
-			g.HeartbeatSpec, g.HeartbeatTZ, g.ReportSpec, g.ReportTZ, g.Lang, g.StallTurns, now))
+			g.HeartbeatSpec, g.HeartbeatTZ, g.ReportSpec, g.ReportTZ, g.Lang, g.StallTurns, now,
+			g.BreakerFailures, g.ProgressCard, g.QuietDigests))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return Goal{}, Audit{}, Errorf(ErrConflict, "goal_id", "goal %q already exists", g.ID)
 		}
@@ -311,6 +332,9 @@ func apply(g *Goal, p UpdateGoalParams) {
 	if p.StallTurns != nil {
 		g.StallTurns = *p.StallTurns
 	}
+	g.BreakerFailures = setting(g.BreakerFailures, p.BreakerFailures, p.DefaultBreaker)
+	g.ProgressCard = setting(g.ProgressCard, p.ProgressCard, p.DefaultProgress)
+	g.QuietDigests = setting(g.QuietDigests, p.QuietDigests, p.DefaultQuiet)
 }
 
 func writeGoal(ctx context.Context, db DB, g Goal, now time.Time) (Goal, error) {
@@ -318,11 +342,13 @@ func writeGoal(ctx context.Context, db DB, g Goal, now time.Time) (Goal, error) 
 		UPDATE goal SET title = $2, objective = $3, owners = $4, members = $5, status = $6,
 		       window_hours = $7, allowed_slots = $8, heartbeat_spec = $9, heartbeat_tz = $10,
 		       report_spec = $11, report_tz = $12, lang = $13, stall_turns = $14,
-		       version = version + 1, updated_at = $15
+		       version = version + 1, updated_at = $15,
+		       breaker_failures = $16, progress_card = $17, quiet_digests = $18
 		WHERE id = $1
 		RETURNING `+goalCols,
 		g.ID, g.Title, g.Objective, g.Owners, g.Members, g.Status, g.WindowHours, g.AllowedSlots,
-		g.HeartbeatSpec, g.HeartbeatTZ, g.ReportSpec, g.ReportTZ, g.Lang, g.StallTurns, now))
+		g.HeartbeatSpec, g.HeartbeatTZ, g.ReportSpec, g.ReportTZ, g.Lang, g.StallTurns, now,
+		g.BreakerFailures, g.ProgressCard, g.QuietDigests))
 	if err != nil {
 		return Goal{}, fmt.Errorf("update goal: %w", mapErr(err))
 	}

@@ -19,6 +19,7 @@ const (
 
 // Inbox item states.
 const (
+	InboxFetching  = "fetching" // its files are being downloaded from Lark; not handed out yet
 	InboxPending   = "pending"
 	InboxDelivered = "delivered"
 	InboxAcked     = "acked"
@@ -45,6 +46,8 @@ type InboxItem struct {
 	AckedAt       *time.Time `json:"acked_at,omitempty"`
 	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
+	// Files are the images and files the message brought (WithItemFiles fills them in).
+	Files []Attachment `json:"files,omitempty"`
 }
 
 // InboxInsert is a new inbox item.
@@ -60,6 +63,9 @@ type InboxInsert struct {
 	SourceThread  string
 	TurnID        int64 // steer: the live turn it is for (queue items record the live turn themselves)
 	ExpiresAt     time.Time
+	// Files the message brought: the item waits (state fetching) until the bot downloaded
+	// them from Lark, then goes to its agent with them.
+	Files []LarkFile
 }
 
 // InboxCounts counts an agent's waiting items.
@@ -131,16 +137,22 @@ func InsertInboxItem(ctx context.Context, db DB, in InboxInsert, maxPending int)
 	// writers racing at it may pass it by at most their number.
 	item, err = scanInbox(db.QueryRow(ctx, `
 		INSERT INTO inbox_item (goal_id, agent_id, session_id, mode, text, sender, source_chat,
-		                        source_message, source_thread, turn_id, expires_at)
+		                        source_message, source_thread, turn_id, expires_at, state)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9,
-		       CASE WHEN $4 = 'queue' THEN `+queueTurnSQL+` ELSE $10::bigint END, $11::timestamptz
+		       CASE WHEN $4 = 'queue' THEN `+queueTurnSQL+` ELSE $10::bigint END, $11::timestamptz,
+		       CASE WHEN $13::bool THEN 'fetching' ELSE 'pending' END
 		WHERE $12::int <= 0 OR (SELECT count(*) FROM inbox_item
 		      WHERE goal_id = $1 AND agent_id = $2 AND state IN ('pending', 'delivered')) < $12::int
 		ON CONFLICT (source_message, goal_id, agent_id) WHERE source_message <> '' DO NOTHING
 		RETURNING `+inboxColumns,
 		in.GoalID, in.AgentID, in.SessionID, in.Mode, in.Text, in.Sender, in.SourceChat,
-		in.SourceMessage, in.SourceThread, turn, expires, maxPending))
+		in.SourceMessage, in.SourceThread, turn, expires, maxPending, len(in.Files) > 0))
 	if err == nil {
+		if len(in.Files) > 0 {
+			if err := AddFetchesTx(ctx, db, in.GoalID, item.ID, in.SourceMessage, in.Files, item.CreatedAt); err != nil {
+				return InboxItem{}, false, err
+			}
+		}
 		return item, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {

@@ -167,3 +167,47 @@ func InboxTarget(id int64) string { return "inbox:" + strconv.FormatInt(id, 10) 
 
 // ProposalTarget names a change proposal as an audit target.
 func ProposalTarget(id int64) string { return "proposal:" + strconv.FormatInt(id, 10) }
+
+// Keys of running the work from chat (turn cards, the breaker, heartbeats fired now, files).
+
+// TurnCardKey is the outbox key of a turn's card (its live progress card, or its failure
+// card when no progress card was shown) in one chat or to one person.
+func TurnCardKey(turnID int64, receiveID string) string {
+	return "turn:" + strconv.FormatInt(turnID, 10) + ":card:" + receiveID
+}
+
+// TurnCardUpdateKey is the outbox key of update rev of a turn's card; rev -1 is the final
+// update showing the outcome.
+func TurnCardUpdateKey(turnID int64, receiveID string, rev int) string {
+	r := "final"
+	if rev >= 0 {
+		r = "r" + strconv.Itoa(rev)
+	}
+	return "turn:" + strconv.FormatInt(turnID, 10) + ":card:" + receiveID + ":" + r
+}
+
+// BreakerCardKey is the outbox key of the card telling the owners an agent was held, once
+// per hold (held at unix seconds) and recipient.
+func BreakerCardKey(goalID, agentID string, heldAt int64, receiveID string) string {
+	return "breaker:" + goalID + "/" + agentID + ":" + strconv.FormatInt(heldAt, 10) + ":" + receiveID
+}
+
+// RunReplyKey is the outbox key of the answer to a heartbeat fired now.
+func RunReplyKey(runRequestID int64) string { return "run:" + strconv.FormatInt(runRequestID, 10) }
+
+// RunInstanceID is the turn instance id a heartbeat fired now opens: a replica that takes
+// over a lapsed claim replays should-run under it instead of opening a second turn.
+func RunInstanceID(runRequestID int64) string { return "run-" + strconv.FormatInt(runRequestID, 10) }
+
+// FileRefusedKey is the outbox key of the answer telling a sender their file was not taken.
+func FileRefusedKey(attachmentID int64) string {
+	return "file-refused:" + strconv.FormatInt(attachmentID, 10)
+}
+
+// FileReplyKey is the outbox key of a file an agent sends back in reply to an inbox item.
+func FileReplyKey(itemID int64, replyKey string) string {
+	return "inbox-reply-file:" + strconv.FormatInt(itemID, 10) + ":" + replyKey
+}
+
+// AttachmentTarget names a stored file as an audit target.
+func AttachmentTarget(id int64) string { return "file:" + strconv.FormatInt(id, 10) }

@@ -130,6 +130,12 @@ const (
 	// ReasonNotOwed (refused): the spend is not owed (the turn was skipped, is unknown,
 	// failed or was abandoned, or was opened or settled for another todo).
 	ReasonNotOwed = "spend_not_owed"
+	// ReasonNotHeld (refused): the agent is not held, so there is nothing to resume.
+	ReasonNotHeld = "not_held"
+	// ReasonNoLiveTurn (refused): the agent has no live turn to stop or report progress on.
+	ReasonNoLiveTurn = "no_live_turn"
+	// ReasonTooLarge (invalid): a file is larger than the server's size cap.
+	ReasonTooLarge = "file_too_large"
 )
 
 // ErrorReason is one reason with the kind it refines and what it means.
@@ -144,6 +150,9 @@ var errorReasons = []ErrorReason{
 	{ReasonClaimed, CodeConflict, "another agent holds the todo (claim with `transfer`, or pick another)"},
 	{ReasonGateClosed, CodeRefused, "the gate is no longer open: it was answered or cancelled"},
 	{ReasonNotOwed, CodeRefused, "no slot is owed for this turn: it was skipped, is unknown, failed or was abandoned, or is another todo's"},
+	{ReasonNotHeld, CodeRefused, "the agent is not held: there is nothing to resume"},
+	{ReasonNoLiveTurn, CodeRefused, "the agent has no live turn to stop or to report progress on"},
+	{ReasonTooLarge, CodeBadRequest, "the file is larger than the server's size cap (LOOPX_FILE_MAX_BYTES)"},
 }
 
 // ErrorReasons returns every reason, in the order docs/api.md lists them.

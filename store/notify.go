@@ -26,7 +26,9 @@ const (
 // transaction mode (Options.TransactionPooling) it polls: wake is called every 200 ms
 // (outbox) or 1 s (schedules).
 func (s *Store) Listen(ctx context.Context, channel string, wake func(payload string)) error {
-	if channel != OutboxNotifyChannel && channel != ScheduleChannel && channel != WorkspaceChannel {
+	switch channel {
+	case OutboxNotifyChannel, ScheduleChannel, WorkspaceChannel, TurnStopChannel, FetchChannel:
+	default:
 		return Errorf(ErrInvalid, "channel", "%q is not a LoopX notification channel", channel)
 	}
 	if s.txPooling {

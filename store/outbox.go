@@ -35,7 +35,7 @@ type OutboxRecord struct {
 	CreatedAt     time.Time
 }
 
-var outboxKinds = map[string]bool{"text": true, "card": true, "card_update": true, "reaction": true}
+var outboxKinds = map[string]bool{"text": true, "card": true, "card_update": true, "reaction": true, "file": true}
 
 // InsertOutbox writes one outbox row in the caller's transaction. With a DedupeKey a second
 // insert under the same key writes nothing and returns the first row's id with created=false.
@@ -94,7 +94,7 @@ func InsertOutboxAll(ctx context.Context, db DB, ins []OutboxInsert) ([]int64, e
 func checkOutbox(in OutboxInsert) error {
 	switch {
 	case !outboxKinds[in.Kind]:
-		return Errorf(ErrInvalid, "kind", "%q is not one of text, card, card_update, reaction", in.Kind)
+		return Errorf(ErrInvalid, "kind", "%q is not one of text, card, card_update, reaction, file", in.Kind)
 	case in.ReceiveIDType != "" && in.ReceiveIDType != "chat_id" && in.ReceiveIDType != "open_id":
 		return Errorf(ErrInvalid, "receive_id_type", "%q is not chat_id or open_id", in.ReceiveIDType)
 	case in.ReceiveID == "":
@@ -149,6 +149,18 @@ func GetOutboxByLarkMessage(ctx context.Context, db DB, larkMessageID string) (O
 		WHERE lark_message_id = $1 ORDER BY id LIMIT 1`, larkMessageID))
 	if err != nil {
 		return OutboxRecord{}, fmt.Errorf("find outbox row by lark message: %w", mapErr(err))
+	}
+	return r, nil
+}
+
+// GetOutboxByKey reads the row written under a dedupe key; a zero row when there is none.
+func GetOutboxByKey(ctx context.Context, db DB, key string) (OutboxRecord, error) {
+	r, err := scanOutbox(db.QueryRow(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE dedupe_key = $1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return OutboxRecord{}, nil
+	}
+	if err != nil {
+		return OutboxRecord{}, fmt.Errorf("read outbox row by key: %w", mapErr(err))
 	}
 	return r, nil
 }

@@ -25,8 +25,13 @@ type Retention struct {
 	Inbox time.Duration
 	// Audit: the audit trail.
 	Audit time.Duration
-	// Runs: ended turns and the slots they spent (always longer than a quota window).
+	// Runs: ended turns and the slots they spent (always longer than a quota window), with
+	// their progress notes and cards, and the heartbeats fired now once answered.
 	Runs time.Duration
+	// Files: deliverables attached to evidence (the evidence itself is kept). Files that
+	// came with an inbox item, or with a reply to one, go with that item (Inbox). A file's
+	// content is deleted once no file refers to it (PruneFiles).
+	Files time.Duration
 }
 
 // DefaultRetention keeps records long enough for every use LoopX has of them: Lark stops
@@ -35,12 +40,13 @@ type Retention struct {
 func DefaultRetention() Retention {
 	day := 24 * time.Hour
 	return Retention{Decisions: 14 * day, LarkEvents: 7 * day, Receipts: 7 * day, Outbox: 14 * day,
-		Inbox: 14 * day, Audit: 365 * day, Runs: 90 * day}
+		Inbox: 14 * day, Audit: 365 * day, Runs: 90 * day, Files: 90 * day}
 }
 
 // Pruned counts the rows one Prune deleted, by kind.
 type Pruned struct {
 	Decisions, LarkEvents, Receipts, Proposals, Outbox, Inbox, Unrouted, Audit, Runs, Spends int64
+	RunRequests, Files                                                                       int64
 }
 
 // pruneBatch bounds one DELETE, so a large backlog never holds its locks long.
@@ -90,6 +96,10 @@ func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (Pruned, 
 			SELECT id FROM quota_ledger WHERE created_at < $1 AND kind IN ('slot_spent', 'slot_voided') LIMIT $2)`},
 		{"runs", r.Runs, &p.Runs, `DELETE FROM turn WHERE id IN (
 			SELECT id FROM turn WHERE started_at < $1 AND state <> 'live' LIMIT $2)`},
+		{"run requests", r.Runs, &p.RunRequests, `DELETE FROM run_request WHERE id IN (
+			SELECT id FROM run_request WHERE created_at < $1 AND state = 'done' LIMIT $2)`},
+		{"files", r.Files, &p.Files, `DELETE FROM attachment WHERE id IN (
+			SELECT id FROM attachment WHERE created_at < $1 AND evidence_id IS NOT NULL LIMIT $2)`},
 	} {
 		if k.keep <= 0 {
 			continue // kept for ever

@@ -76,7 +76,8 @@ func scanGoalAs(row pgx.Row) (GoalAs, error) {
 	var g GoalAs
 	err := row.Scan(&g.ID, &g.Title, &g.Objective, &g.Owners, &g.Members, &g.Status, &g.WindowHours,
 		&g.AllowedSlots, &g.HeartbeatSpec, &g.HeartbeatTZ, &g.ReportSpec, &g.ReportTZ, &g.Lang,
-		&g.StallTurns, &g.Version, &g.CreatedAt, &g.UpdatedAt, &g.Role)
+		&g.StallTurns, &g.BreakerFailures, &g.ProgressCard, &g.QuietDigests, &g.Version, &g.CreatedAt,
+		&g.UpdatedAt, &g.Role)
 	return g, err
 }
 

@@ -38,6 +38,8 @@ type WebhookSettings struct {
 	Secret string `json:"secret,omitempty"`
 	// Timeout bounds the whole turn (Go duration); "" is the runner's default.
 	Timeout string `json:"timeout,omitempty"`
+	// CancelURL, when set, is POSTed (signed like the turn) when an owner stops the turn.
+	CancelURL string `json:"cancel_url,omitempty"`
 }
 
 // runnerReservedEnv are the variables an exec runner sets for each turn; an agent's env may
@@ -118,6 +120,12 @@ func ParseWebhookSettings(raw json.RawMessage) (WebhookSettings, error) {
 	}
 	if err := checkTimeout(s.Timeout, "10m"); err != nil {
 		return s, err
+	}
+	if s.CancelURL != "" {
+		c, err := url.Parse(s.CancelURL)
+		if err != nil || (c.Scheme != "http" && c.Scheme != "https") || c.Host == "" {
+			return s, Errorf(ErrInvalid, "runner_config.cancel_url", "%q is not an http(s) URL with a host", clip(s.CancelURL))
+		}
 	}
 	return s, nil
 }

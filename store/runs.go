@@ -51,8 +51,8 @@ const (
 
 // Turn states and decision states a run filter accepts.
 var (
-	turnStates     = []string{TurnLive, TurnOK, TurnFailed, TurnAbandoned}
-	decisionStates = []string{"paused", "busy", "throttled", "inbox", "waiting", "idle", "stalled", "eligible"}
+	turnStates     = []string{TurnLive, TurnOK, TurnFailed, TurnAbandoned, TurnStopped}
+	decisionStates = []string{"paused", "busy", "throttled", "inbox", "waiting", "idle", "stalled", "eligible", "held", "stop"}
 )
 
 func (p *ListRunsParams) check(states []string) error {

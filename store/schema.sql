@@ -97,6 +97,14 @@ BEGIN
     RETURN NEW;
 END $$;
 
+CREATE FUNCTION public.loopx_schedule_wake_goal() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('loopx_schedule', NEW.goal_id);
+    RETURN NULL;
+END $$;
+
 CREATE FUNCTION public.loopx_schedule_wake_items() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -188,6 +196,12 @@ CREATE TABLE public.agent (
     is_default boolean DEFAULT false NOT NULL,
     token_hash bytea,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    held_at timestamp with time zone,
+    held_reason text DEFAULT ''::text NOT NULL,
+    held_by text DEFAULT ''::text NOT NULL,
+    held_failures integer DEFAULT 0 NOT NULL,
+    resumed_at timestamp with time zone,
+    CONSTRAINT agent_held_reason_check CHECK ((held_reason = ANY (ARRAY[''::text, 'failures'::text, 'owner'::text]))),
     CONSTRAINT agent_id_check CHECK ((id ~ '^[a-z0-9][a-z0-9._-]{0,62}$'::text)),
     CONSTRAINT agent_runner_check CHECK ((runner = ANY (ARRAY['exec'::text, 'webhook'::text, 'poll'::text]))),
     CONSTRAINT agent_work_mode_check CHECK ((work_mode = ANY (ARRAY['active'::text, 'monitor_only'::text])))
@@ -202,6 +216,42 @@ CREATE TABLE public.agent_secret (
     changed_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT agent_secret_name_check CHECK ((name ~ '^(secret|env\.[A-Za-z_][A-Za-z0-9_]{0,127})$'::text))
 );
+
+CREATE TABLE public.attachment (
+    id bigint NOT NULL,
+    goal_id text NOT NULL,
+    inbox_item_id bigint,
+    reply_of bigint,
+    evidence_id bigint,
+    name text NOT NULL,
+    mime text DEFAULT 'application/octet-stream'::text NOT NULL,
+    kind text DEFAULT 'file'::text NOT NULL,
+    sha256 bytea,
+    size bigint,
+    state text DEFAULT 'stored'::text NOT NULL,
+    lark_message text DEFAULT ''::text NOT NULL,
+    lark_key text DEFAULT ''::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone,
+    claimed_by text DEFAULT ''::text NOT NULL,
+    error text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT attachment_check CHECK ((num_nonnulls(inbox_item_id, reply_of, evidence_id) = 1)),
+    CONSTRAINT attachment_check1 CHECK (((state <> 'stored'::text) OR (sha256 IS NOT NULL))),
+    CONSTRAINT attachment_kind_check CHECK ((kind = ANY (ARRAY['image'::text, 'file'::text]))),
+    CONSTRAINT attachment_mime_check CHECK ((length(mime) <= 200)),
+    CONSTRAINT attachment_name_check CHECK (((length(name) >= 1) AND (length(name) <= 255))),
+    CONSTRAINT attachment_state_check CHECK ((state = ANY (ARRAY['fetching'::text, 'stored'::text, 'failed'::text])))
+);
+
+CREATE SEQUENCE public.attachment_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.attachment_id_seq OWNED BY public.attachment.id;
 
 CREATE TABLE public.audit (
     id bigint NOT NULL,
@@ -254,6 +304,7 @@ CREATE TABLE public.digest (
     lang text DEFAULT 'en'::text NOT NULL,
     facts jsonb DEFAULT '{}'::jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    quiet boolean DEFAULT false NOT NULL,
     CONSTRAINT digest_trigger_check CHECK ((trigger = ANY (ARRAY['schedule'::text, 'manual'::text])))
 );
 
@@ -289,6 +340,23 @@ CREATE SEQUENCE public.evidence_id_seq
     CACHE 1;
 
 ALTER SEQUENCE public.evidence_id_seq OWNED BY public.evidence.id;
+
+CREATE TABLE public.file_blob (
+    sha256 bytea NOT NULL,
+    size bigint NOT NULL,
+    backend text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT file_blob_backend_check CHECK ((backend = ANY (ARRAY['pg'::text, 's3'::text]))),
+    CONSTRAINT file_blob_sha256_check CHECK ((length(sha256) = 32)),
+    CONSTRAINT file_blob_size_check CHECK ((size >= 0))
+);
+
+CREATE TABLE public.file_chunk (
+    sha256 bytea NOT NULL,
+    seq integer NOT NULL,
+    data bytea NOT NULL,
+    CONSTRAINT file_chunk_seq_check CHECK ((seq >= 0))
+);
 
 CREATE TABLE public.gate (
     id bigint NOT NULL,
@@ -339,7 +407,11 @@ CREATE TABLE public.goal (
     version bigint DEFAULT 1 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    breaker_failures integer,
+    progress_card boolean,
+    quiet_digests boolean,
     CONSTRAINT goal_allowed_slots_check CHECK ((allowed_slots >= 0)),
+    CONSTRAINT goal_breaker_failures_check CHECK (((breaker_failures >= 0) AND (breaker_failures <= 100))),
     CONSTRAINT goal_id_check CHECK ((id ~ '^[a-z0-9][a-z0-9._-]{0,62}$'::text)),
     CONSTRAINT goal_lang_check CHECK ((lang = ANY (ARRAY['en'::text, 'zh'::text]))),
     CONSTRAINT goal_objective_check CHECK ((length(objective) <= 12000)),
@@ -393,7 +465,7 @@ CREATE TABLE public.inbox_item (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     redeliver_at timestamp with time zone,
     CONSTRAINT inbox_item_mode_check CHECK ((mode = ANY (ARRAY['inbox'::text, 'queue'::text, 'steer'::text]))),
-    CONSTRAINT inbox_item_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'acked'::text, 'expired'::text]))),
+    CONSTRAINT inbox_item_state_check CHECK ((state = ANY (ARRAY['fetching'::text, 'pending'::text, 'delivered'::text, 'acked'::text, 'expired'::text]))),
     CONSTRAINT inbox_item_text_check CHECK (((length(text) >= 1) AND (length(text) <= 12000)))
 );
 
@@ -438,7 +510,7 @@ CREATE TABLE public.outbox (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     sent_at timestamp with time zone,
     claimed_by text DEFAULT ''::text NOT NULL,
-    CONSTRAINT outbox_kind_check CHECK ((kind = ANY (ARRAY['text'::text, 'card'::text, 'card_update'::text, 'reaction'::text]))),
+    CONSTRAINT outbox_kind_check CHECK ((kind = ANY (ARRAY['text'::text, 'card'::text, 'card_update'::text, 'reaction'::text, 'file'::text]))),
     CONSTRAINT outbox_receive_id_type_check CHECK ((receive_id_type = ANY (ARRAY['chat_id'::text, 'open_id'::text]))),
     CONSTRAINT outbox_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'sending'::text, 'sent'::text, 'failed'::text])))
 );
@@ -528,6 +600,33 @@ CREATE TABLE public.release_seen (
     first_seen timestamp with time zone DEFAULT now() NOT NULL,
     last_seen timestamp with time zone DEFAULT now() NOT NULL
 );
+
+CREATE TABLE public.run_request (
+    id bigint NOT NULL,
+    goal_id text NOT NULL,
+    agent_id text NOT NULL,
+    requested_by text NOT NULL,
+    surface text NOT NULL,
+    chat_id text DEFAULT ''::text NOT NULL,
+    reply_to text DEFAULT ''::text NOT NULL,
+    lang text DEFAULT ''::text NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    claimed_by text DEFAULT ''::text NOT NULL,
+    claimed_until timestamp with time zone,
+    outcome jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    done_at timestamp with time zone,
+    CONSTRAINT run_request_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'done'::text])))
+);
+
+CREATE SEQUENCE public.run_request_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.run_request_id_seq OWNED BY public.run_request.id;
 
 CREATE TABLE public.schedule (
     id bigint NOT NULL,
@@ -635,7 +734,23 @@ CREATE TABLE public.turn (
     ended_at timestamp with time zone,
     outcome text DEFAULT ''::text NOT NULL,
     log_tail text DEFAULT ''::text NOT NULL,
-    CONSTRAINT turn_state_check CHECK ((state = ANY (ARRAY['live'::text, 'ok'::text, 'failed'::text, 'abandoned'::text])))
+    via text DEFAULT ''::text NOT NULL,
+    stop_requested_at timestamp with time zone,
+    stop_requested_by text DEFAULT ''::text NOT NULL,
+    note_rev integer DEFAULT 0 NOT NULL,
+    card_state text DEFAULT 'new'::text NOT NULL,
+    CONSTRAINT turn_card_state_check CHECK ((card_state = ANY (ARRAY['new'::text, 'live'::text, 'quiet'::text, 'done'::text]))),
+    CONSTRAINT turn_state_check CHECK ((state = ANY (ARRAY['live'::text, 'ok'::text, 'failed'::text, 'abandoned'::text, 'stopped'::text]))),
+    CONSTRAINT turn_via_check CHECK ((via = ANY (ARRAY[''::text, 'exec'::text, 'webhook'::text, 'mcp'::text, 'cli'::text, 'run'::text])))
+);
+
+CREATE TABLE public.turn_card (
+    turn_id bigint NOT NULL,
+    receive_id_type text DEFAULT 'chat_id'::text NOT NULL,
+    receive_id text NOT NULL,
+    outbox_id bigint NOT NULL,
+    rev integer DEFAULT 0 NOT NULL,
+    shown_at timestamp with time zone NOT NULL
 );
 
 CREATE SEQUENCE public.turn_id_seq
@@ -646,6 +761,23 @@ CREATE SEQUENCE public.turn_id_seq
     CACHE 1;
 
 ALTER SEQUENCE public.turn_id_seq OWNED BY public.turn.id;
+
+CREATE TABLE public.turn_note (
+    id bigint NOT NULL,
+    turn_id bigint NOT NULL,
+    text text NOT NULL,
+    at timestamp with time zone NOT NULL,
+    CONSTRAINT turn_note_text_check CHECK (((length(text) >= 1) AND (length(text) <= 500)))
+);
+
+CREATE SEQUENCE public.turn_note_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.turn_note_id_seq OWNED BY public.turn_note.id;
 
 CREATE TABLE public.turn_token (
     token_hash bytea NOT NULL,
@@ -700,6 +832,8 @@ CREATE TABLE public.web_signin (
     CONSTRAINT web_signin_next_check CHECK ((length(next) <= 300))
 );
 
+ALTER TABLE ONLY public.attachment ALTER COLUMN id SET DEFAULT nextval('public.attachment_id_seq'::regclass);
+
 ALTER TABLE ONLY public.audit ALTER COLUMN id SET DEFAULT nextval('public.audit_id_seq'::regclass);
 
 ALTER TABLE ONLY public.digest ALTER COLUMN id SET DEFAULT nextval('public.digest_id_seq'::regclass);
@@ -716,6 +850,8 @@ ALTER TABLE ONLY public.proposal ALTER COLUMN id SET DEFAULT nextval('public.pro
 
 ALTER TABLE ONLY public.quota_ledger ALTER COLUMN id SET DEFAULT nextval('public.quota_ledger_id_seq'::regclass);
 
+ALTER TABLE ONLY public.run_request ALTER COLUMN id SET DEFAULT nextval('public.run_request_id_seq'::regclass);
+
 ALTER TABLE ONLY public.schedule ALTER COLUMN id SET DEFAULT nextval('public.schedule_id_seq'::regclass);
 
 ALTER TABLE ONLY public.tick ALTER COLUMN id SET DEFAULT nextval('public.tick_id_seq'::regclass);
@@ -724,6 +860,8 @@ ALTER TABLE ONLY public.todo ALTER COLUMN id SET DEFAULT nextval('public.todo_id
 
 ALTER TABLE ONLY public.turn ALTER COLUMN id SET DEFAULT nextval('public.turn_id_seq'::regclass);
 
+ALTER TABLE ONLY public.turn_note ALTER COLUMN id SET DEFAULT nextval('public.turn_note_id_seq'::regclass);
+
 ALTER TABLE ONLY public.unrouted ALTER COLUMN id SET DEFAULT nextval('public.unrouted_id_seq'::regclass);
 
 ALTER TABLE ONLY public.agent
@@ -731,6 +869,9 @@ ALTER TABLE ONLY public.agent
 
 ALTER TABLE ONLY public.agent_secret
     ADD CONSTRAINT agent_secret_pkey PRIMARY KEY (goal_id, agent_id, name);
+
+ALTER TABLE ONLY public.attachment
+    ADD CONSTRAINT attachment_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.audit
     ADD CONSTRAINT audit_pkey PRIMARY KEY (id);
@@ -749,6 +890,12 @@ ALTER TABLE ONLY public.digest
 
 ALTER TABLE ONLY public.evidence
     ADD CONSTRAINT evidence_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.file_blob
+    ADD CONSTRAINT file_blob_pkey PRIMARY KEY (sha256);
+
+ALTER TABLE ONLY public.file_chunk
+    ADD CONSTRAINT file_chunk_pkey PRIMARY KEY (sha256, seq);
 
 ALTER TABLE ONLY public.gate
     ADD CONSTRAINT gate_pkey PRIMARY KEY (id);
@@ -792,6 +939,9 @@ ALTER TABLE ONLY public.receipt
 ALTER TABLE ONLY public.release_seen
     ADD CONSTRAINT release_seen_pkey PRIMARY KEY (version);
 
+ALTER TABLE ONLY public.run_request
+    ADD CONSTRAINT run_request_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.schedule
     ADD CONSTRAINT schedule_goal_id_kind_agent_id_key UNIQUE (goal_id, kind, agent_id);
 
@@ -810,8 +960,14 @@ ALTER TABLE ONLY public.tick
 ALTER TABLE ONLY public.todo
     ADD CONSTRAINT todo_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.turn_card
+    ADD CONSTRAINT turn_card_pkey PRIMARY KEY (turn_id, receive_id);
+
 ALTER TABLE ONLY public.turn
     ADD CONSTRAINT turn_goal_id_agent_id_instance_id_key UNIQUE (goal_id, agent_id, instance_id);
+
+ALTER TABLE ONLY public.turn_note
+    ADD CONSTRAINT turn_note_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.turn
     ADD CONSTRAINT turn_pkey PRIMARY KEY (id);
@@ -831,6 +987,18 @@ ALTER TABLE ONLY public.web_signin
 CREATE UNIQUE INDEX agent_one_default ON public.agent USING btree (goal_id) WHERE is_default;
 
 CREATE UNIQUE INDEX agent_token ON public.agent USING btree (token_hash) WHERE (token_hash IS NOT NULL);
+
+CREATE INDEX attachment_age ON public.attachment USING brin (created_at);
+
+CREATE INDEX attachment_blob ON public.attachment USING btree (sha256) WHERE (sha256 IS NOT NULL);
+
+CREATE INDEX attachment_evidence ON public.attachment USING btree (evidence_id) WHERE (evidence_id IS NOT NULL);
+
+CREATE INDEX attachment_fetch ON public.attachment USING btree (next_attempt_at, id) WHERE (state = 'fetching'::text);
+
+CREATE INDEX attachment_item ON public.attachment USING btree (inbox_item_id) WHERE (inbox_item_id IS NOT NULL);
+
+CREATE INDEX attachment_reply ON public.attachment USING btree (reply_of) WHERE (reply_of IS NOT NULL);
 
 CREATE INDEX audit_action ON public.audit USING btree (action, id);
 
@@ -896,6 +1064,10 @@ CREATE INDEX quota_ledger_turn ON public.quota_ledger USING btree (turn_id) WHER
 
 CREATE INDEX receipt_age ON public.receipt USING btree (created_at);
 
+CREATE INDEX run_request_age ON public.run_request USING brin (created_at);
+
+CREATE INDEX run_request_pending ON public.run_request USING btree (id) WHERE (state = 'pending'::text);
+
 CREATE INDEX schedule_due ON public.schedule USING btree (next_run_at) WHERE (enabled AND (NOT held) AND (NOT rearm));
 
 CREATE INDEX schedule_rearm ON public.schedule USING btree (id) WHERE (rearm AND enabled);
@@ -912,7 +1084,13 @@ CREATE INDEX todo_runnable ON public.todo USING btree (goal_id, priority, id) WH
 
 CREATE INDEX turn_age ON public.turn USING brin (started_at);
 
+CREATE INDEX turn_card_chat ON public.turn_card USING btree (receive_id, shown_at);
+
+CREATE INDEX turn_card_work ON public.turn USING btree (id) WHERE (card_state <> 'done'::text);
+
 CREATE INDEX turn_goal ON public.turn USING btree (goal_id, id DESC);
+
+CREATE INDEX turn_note_turn ON public.turn_note USING btree (turn_id, id DESC);
 
 CREATE UNIQUE INDEX turn_one_live ON public.turn USING btree (goal_id, agent_id) WHERE (state = 'live'::text);
 
@@ -928,6 +1106,8 @@ CREATE INDEX web_signin_age ON public.web_signin USING btree (created_at);
 
 CREATE TRIGGER outbox_notify AFTER INSERT ON public.outbox REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.outbox_notify();
 
+CREATE TRIGGER run_request_wake AFTER INSERT ON public.run_request FOR EACH ROW EXECUTE FUNCTION public.loopx_schedule_wake_goal();
+
 CREATE TRIGGER schedule_sync_agent AFTER INSERT OR DELETE ON public.agent FOR EACH ROW EXECUTE FUNCTION public.loopx_schedule_sync_agent();
 
 CREATE TRIGGER schedule_sync_goal AFTER INSERT OR UPDATE ON public.goal FOR EACH ROW EXECUTE FUNCTION public.loopx_schedule_sync_goal();
@@ -937,6 +1117,8 @@ CREATE TRIGGER schedule_wake_gate AFTER UPDATE OF status ON public.gate FOR EACH
 CREATE TRIGGER schedule_wake_inbox AFTER INSERT ON public.inbox_item REFERENCING NEW TABLE AS new_items FOR EACH STATEMENT EXECUTE FUNCTION public.loopx_schedule_wake_items();
 
 CREATE TRIGGER schedule_wake_todo AFTER INSERT ON public.todo FOR EACH ROW EXECUTE FUNCTION public.loopx_schedule_wake();
+
+CREATE TRIGGER turn_card_wake AFTER INSERT OR UPDATE OF state, note_rev ON public.turn FOR EACH ROW WHEN ((new.card_state <> 'done'::text)) EXECUTE FUNCTION public.loopx_schedule_wake_goal();
 
 CREATE TRIGGER workspace_agent AFTER INSERT OR DELETE OR UPDATE ON public.agent FOR EACH ROW EXECUTE FUNCTION public.loopx_workspace_notify();
 
@@ -956,6 +1138,21 @@ ALTER TABLE ONLY public.agent
 ALTER TABLE ONLY public.agent_secret
     ADD CONSTRAINT agent_secret_goal_id_agent_id_fkey FOREIGN KEY (goal_id, agent_id) REFERENCES public.agent(goal_id, id) ON DELETE CASCADE;
 
+ALTER TABLE ONLY public.attachment
+    ADD CONSTRAINT attachment_evidence_id_fkey FOREIGN KEY (evidence_id) REFERENCES public.evidence(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.attachment
+    ADD CONSTRAINT attachment_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.attachment
+    ADD CONSTRAINT attachment_inbox_item_id_fkey FOREIGN KEY (inbox_item_id) REFERENCES public.inbox_item(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.attachment
+    ADD CONSTRAINT attachment_reply_of_fkey FOREIGN KEY (reply_of) REFERENCES public.inbox_item(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.attachment
+    ADD CONSTRAINT attachment_sha256_fkey FOREIGN KEY (sha256) REFERENCES public.file_blob(sha256);
+
 ALTER TABLE ONLY public.binding
     ADD CONSTRAINT binding_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
 
@@ -970,6 +1167,9 @@ ALTER TABLE ONLY public.evidence
 
 ALTER TABLE ONLY public.evidence
     ADD CONSTRAINT evidence_turn_id_fkey FOREIGN KEY (turn_id) REFERENCES public.turn(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.file_chunk
+    ADD CONSTRAINT file_chunk_sha256_fkey FOREIGN KEY (sha256) REFERENCES public.file_blob(sha256) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.gate
     ADD CONSTRAINT gate_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
@@ -1004,6 +1204,9 @@ ALTER TABLE ONLY public.quota_ledger
 ALTER TABLE ONLY public.quota_ledger
     ADD CONSTRAINT quota_ledger_turn_id_fkey FOREIGN KEY (turn_id) REFERENCES public.turn(id) ON DELETE SET NULL;
 
+ALTER TABLE ONLY public.run_request
+    ADD CONSTRAINT run_request_goal_id_agent_id_fkey FOREIGN KEY (goal_id, agent_id) REFERENCES public.agent(goal_id, id) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.schedule
     ADD CONSTRAINT schedule_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
 
@@ -1016,8 +1219,14 @@ ALTER TABLE ONLY public.todo
 ALTER TABLE ONLY public.todo
     ADD CONSTRAINT todo_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
 
+ALTER TABLE ONLY public.turn_card
+    ADD CONSTRAINT turn_card_turn_id_fkey FOREIGN KEY (turn_id) REFERENCES public.turn(id) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.turn
     ADD CONSTRAINT turn_goal_id_agent_id_fkey FOREIGN KEY (goal_id, agent_id) REFERENCES public.agent(goal_id, id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.turn_note
+    ADD CONSTRAINT turn_note_turn_id_fkey FOREIGN KEY (turn_id) REFERENCES public.turn(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.turn
     ADD CONSTRAINT turn_todo_id_fkey FOREIGN KEY (todo_id) REFERENCES public.todo(id) ON DELETE SET NULL;

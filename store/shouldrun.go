@@ -67,12 +67,14 @@ WITH g AS (
 SELECT
 	(SELECT row_to_json(g) FROM g),
 	(SELECT json_build_object('goal_id', goal_id, 'agent_id', id, 'runner', runner, 'runner_config', runner_config,
-	        'work_mode', work_mode, 'is_default', is_default, 'created_at', created_at)
+	        'work_mode', work_mode, 'is_default', is_default, 'created_at', created_at,
+	        'held_at', held_at, 'held_reason', held_reason, 'held_by', held_by, 'held_failures', held_failures)
 	   FROM agent WHERE goal_id = $1 AND id = $2),
 	(SELECT json_build_object('turn_id', id, 'goal_id', goal_id, 'agent_id', agent_id, 'turn_instance_id', instance_id,
 	        'session_id', session_id, 'todo_id', coalesce(todo_id, 0), 'action', action, 'state', state,
 	        'progress', progress, 'lease_expires_at', lease_expires_at, 'started_at', started_at,
-	        'outcome', outcome, 'log_tail', '')
+	        'outcome', outcome, 'log_tail', '', 'via', via, 'stop_requested_at', stop_requested_at,
+	        'stop_requested_by', stop_requested_by)
 	   FROM turn WHERE goal_id = $1 AND agent_id = $2 AND state = 'live' AND lease_expires_at > $3::timestamptz),
 	(SELECT n FROM spent),
 	(SELECT created_at FROM spends ORDER BY created_at

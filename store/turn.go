@@ -17,6 +17,7 @@ const (
 	TurnOK        = "ok"
 	TurnFailed    = "failed"
 	TurnAbandoned = "abandoned"
+	TurnStopped   = "stopped" // ended on an owner's /stop
 )
 
 // Turn is one bounded slice of work by one agent, held by a lease. At most one turn per
@@ -36,6 +37,15 @@ type Turn struct {
 	EndedAt        *time.Time `json:"ended_at,omitempty"`
 	Outcome        string     `json:"outcome"`
 	LogTail        string     `json:"log_tail"`
+	// Via is how the turn was opened: exec or webhook (a runner), mcp or cli (a host), run
+	// (a heartbeat fired now); "" when not known.
+	Via string `json:"via,omitempty"`
+	// StopRequestedAt is set when an owner asked to stop the live turn (StopRequestedBy).
+	StopRequestedAt *time.Time `json:"stop_requested_at,omitempty"`
+	StopRequestedBy string     `json:"stop_requested_by,omitempty"`
+	// CardState and NoteRev are the turn-card sweep's bookkeeping (turncards.go).
+	CardState string `json:"-"`
+	NoteRev   int    `json:"-"`
 }
 
 // OpenTurnParams opens a turn with a lease.
@@ -47,6 +57,7 @@ type OpenTurnParams struct {
 	TodoID     int64
 	Action     string
 	Lease      time.Duration // 0 = 30 minutes
+	Via        string        // exec | webhook | mcp | cli | run; "" = not known
 	Meta       Meta          `json:"-"`
 }
 
@@ -55,7 +66,7 @@ type EndTurnParams struct {
 	GoalID     string
 	AgentID    string
 	InstanceID string
-	State      string // ok | failed
+	State      string // ok | failed | stopped
 	Outcome    string
 	LogTail    string // the last 12,000 characters are kept
 	Meta       Meta   `json:"-"`
@@ -74,12 +85,14 @@ type RenewTurnParams struct {
 const DefaultTurnLease = 30 * time.Minute
 
 const turnCols = `id, goal_id, agent_id, instance_id, session_id, coalesce(todo_id, 0), action, state, progress,
-	lease_expires_at, started_at, ended_at, outcome, log_tail`
+	lease_expires_at, started_at, ended_at, outcome, log_tail, via, stop_requested_at, stop_requested_by,
+	card_state, note_rev`
 
 func scanTurn(row pgx.Row) (Turn, error) {
 	var t Turn
 	err := row.Scan(&t.ID, &t.GoalID, &t.AgentID, &t.InstanceID, &t.SessionID, &t.TodoID, &t.Action, &t.State,
-		&t.Progress, &t.LeaseExpiresAt, &t.StartedAt, &t.EndedAt, &t.Outcome, &t.LogTail)
+		&t.Progress, &t.LeaseExpiresAt, &t.StartedAt, &t.EndedAt, &t.Outcome, &t.LogTail, &t.Via,
+		&t.StopRequestedAt, &t.StopRequestedBy, &t.CardState, &t.NoteRev)
 	return t, err
 }
 
@@ -97,6 +110,9 @@ func checkOpenTurn(p OpenTurnParams) error {
 		return err
 	}
 	if err := checkText("action", p.Action, 100, false); err != nil {
+		return err
+	}
+	if err := checkOneOf("via", p.Via, "", "exec", "webhook", "mcp", "cli", "run"); err != nil {
 		return err
 	}
 	if p.Lease < 0 || p.Lease > 24*time.Hour {
@@ -154,11 +170,11 @@ func OpenTurnTx(ctx context.Context, tx DB, p OpenTurnParams, now time.Time) (Tu
 		return Turn{}, fmt.Errorf("abandon expired turn: %w", mapErr(err))
 	}
 	t, err := scanTurn(tx.QueryRow(ctx, `
-		INSERT INTO turn (goal_id, agent_id, instance_id, session_id, todo_id, action, lease_expires_at, started_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		INSERT INTO turn (goal_id, agent_id, instance_id, session_id, todo_id, action, lease_expires_at, started_at, via)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT DO NOTHING
 		RETURNING `+turnCols,
-		p.GoalID, p.AgentID, instance, p.SessionID, todoID, p.Action, now.Add(lease), now))
+		p.GoalID, p.AgentID, instance, p.SessionID, todoID, p.Action, now.Add(lease), now, p.Via))
 	if err == nil {
 		return t, nil
 	}
@@ -190,7 +206,7 @@ func (s *Store) EndTurn(ctx context.Context, p EndTurnParams) (Turn, error) {
 	if err := checkInstanceID("turn_instance_id", p.InstanceID); err != nil {
 		return Turn{}, err
 	}
-	if err := checkOneOf("state", p.State, TurnOK, TurnFailed); err != nil {
+	if err := checkOneOf("state", p.State, TurnOK, TurnFailed, TurnStopped); err != nil {
 		return Turn{}, err
 	}
 	if err := checkText("outcome", p.Outcome, 2000, false); err != nil {

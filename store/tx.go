@@ -82,7 +82,9 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx *Tx) error) error {
 // entry points use it to make "record the event id, do the operation, write audit and outbox
 // rows" one commit.
 func (s *Store) In(tx *Tx) *Store {
-	return &Store{pool: s.pool, now: s.now, tx: tx, keys: s.keys, txPooling: s.txPooling}
+	c := *s
+	c.tx = tx
+	return &c
 }
 
 func rollback(ctx context.Context, tx pgx.Tx) {

@@ -428,10 +428,16 @@ func ReadGoalPage(ctx context.Context, db DB, g Goal, now time.Time) (GoalPage, 
 	if p.Inbox, err = collectInbox(rows, "read inbox"); err != nil {
 		return GoalPage{}, err
 	}
+	if p.Inbox, err = WithItemFiles(ctx, db, p.Inbox); err != nil {
+		return GoalPage{}, err
+	}
 	if rows, err = q("read evidence", `SELECT `+evidenceCols+` FROM evidence WHERE goal_id = $1 ORDER BY id DESC LIMIT 50`, g.ID); err != nil {
 		return GoalPage{}, err
 	}
 	if p.Evidence, err = collect(rows, "read evidence", scanEvidence); err != nil {
+		return GoalPage{}, err
+	}
+	if p.Evidence, err = WithEvidenceFiles(ctx, db, p.Evidence); err != nil {
 		return GoalPage{}, err
 	}
 	if rows, err = q("read turns", `SELECT `+turnCols+` FROM turn WHERE goal_id = $1 ORDER BY id DESC LIMIT 30`, g.ID); err != nil {

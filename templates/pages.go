@@ -141,7 +141,23 @@ func (p *Pages) funcs(lang string) template.FuncMap {
 		"list":  func(v ...string) []string { return v },
 		"join":  func(v []string, sep string) string { return strings.Join(v, sep) },
 		"deref": func(t *time.Time) time.Time { return derefTime(t) },
+		"bytes": humanBytes,
 	}
+}
+
+// humanBytes writes a file size as people read it: 512 B, 3.4 KiB, 20 MiB.
+func humanBytes(n int64) string {
+	f, unit := float64(n), "B"
+	for _, u := range []string{"KiB", "MiB", "GiB"} {
+		if f < 1024 {
+			break
+		}
+		f, unit = f/1024, u
+	}
+	if unit == "B" {
+		return fmt.Sprintf("%d B", n)
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", f), ".0") + " " + unit
 }
 
 func derefTime(t *time.Time) time.Time {

@@ -22,6 +22,10 @@ func Needs() map[string]store.Role {
 		"message": store.RoleMember, // a chat message to an agent, /queue, /steer
 		"move":    store.RoleOwner,  // release, re-prioritise, cancel or move a todo
 		"approve": store.RoleOwner,  // chat /approve and /reject, the gate card's buttons
+		"stop":    store.RoleOwner,  // chat /stop #goal/agent
+		"run":     store.RoleOwner,  // chat /run #goal/agent
+		"pause":   store.RoleOwner,  // chat /pause #goal/agent
+		"resume":  store.RoleOwner,  // chat /resume #goal/agent, the breaker card's button
 	}
 }
 

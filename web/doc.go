@@ -24,6 +24,9 @@
 //     are not rendered, the handlers check again, and refusals are audited. Messages take the
 //     inbox's bounds and modes (steer only into a live turn, never downgraded); board moves
 //     carry the todo's version, so a todo changed meanwhile is not overwritten.
+//   - Owners stop an agent's live turn, fire its heartbeat now, pause and resume it from the
+//     goal page (the same store operations as chat, audited); members download the files of
+//     their goals (/web/files/{id}), which anyone else is told do not exist.
 //   - Gate answers take the same path as chat (store.AnswerGate with the gate card renderer),
 //     so the Lark card is updated the same way. Protected changes are proposals of the change
 //     kernel: the page shows the diff and effects before Confirm.

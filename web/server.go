@@ -125,6 +125,8 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /web/proposals/{proposal}/confirm", s.form(s.confirm))
 	s.mux.HandleFunc("POST /web/proposals/{proposal}/cancel", s.form(s.cancel))
 	s.mux.HandleFunc("POST /web/lang", s.form(s.setLang))
+	s.mux.HandleFunc("POST /web/goals/{goal}/agents/{agent}/{verb}", s.form(s.agentWork))
+	s.mux.HandleFunc("GET /web/files/{file}", s.file)
 	s.mux.HandleFunc("POST /web/signout", s.form(s.signOut))
 	s.mux.HandleFunc("GET /web/signin", s.signInPage)
 	s.mux.HandleFunc("POST /web/signin", s.signIn)
@@ -290,6 +292,7 @@ func (s *Server) flash(r *http.Request, v *view) {
 		"answered":     {"approved", "rejected", "answered"},
 		"not_allowed":  {"owners", "members", "admins"},
 		"message_sent": {"inbox", "queue", "steer"},
+		"agent_stop":   nil, "agent_run": nil, "agent_pause": nil, "agent_resume": nil, "agent_no_turn": nil, "agent_not_held": nil,
 	}
 	args, ok := allowed[code]
 	if !ok || (args != nil && !contains(args, arg)) {
@@ -306,7 +309,8 @@ func (s *Server) flash(r *http.Request, v *view) {
 		v.Flash = s.pages.Word(v.Lang, "flash_"+code, a)
 	}
 	v.FlashKind = map[string]string{"applied": "ok", "answered": "ok", "signed_out": "ok", "cancelled": "info", "settled": "info",
-		"todo_added": "ok", "todo_moved": "ok", "message_sent": "ok"}[code]
+		"todo_added": "ok", "todo_moved": "ok", "message_sent": "ok",
+		"agent_stop": "ok", "agent_run": "ok", "agent_pause": "ok", "agent_resume": "ok"}[code]
 	if v.FlashKind == "" {
 		v.FlashKind = "warn"
 	}

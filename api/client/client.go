@@ -158,3 +158,35 @@ type unreachable struct{ err error }
 func (e *unreachable) Error() string        { return e.err.Error() }
 func (e *unreachable) Unwrap() error        { return e.err }
 func (e *unreachable) Is(target error) bool { return target == ErrUnreachable }
+
+// Download fetches a file's content (GET path) whole, at most max bytes; the answer's headers
+// name it (Content-Disposition, X-Loopx-Sha256). A non-2xx answer is an *api.Error.
+func (c *Client) Download(ctx context.Context, path string, max int64) ([]byte, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, nil, &unreachable{fmt.Errorf("reach loopx server at %s: %w (is loopx serve running? LOOPX_URL)", c.base, err)}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, nil, &unreachable{fmt.Errorf("read file from %s: %w", c.base, err)}
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb api.ErrorBody
+		if json.Unmarshal(b, &eb) != nil || eb.Error == nil {
+			return nil, nil, &api.Error{Status: resp.StatusCode, Code: api.CodeInternal,
+				Message: fmt.Sprintf("server answered %s", resp.Status)}
+		}
+		eb.Error.Status = resp.StatusCode
+		return nil, nil, eb.Error
+	}
+	if int64(len(b)) > max {
+		return nil, nil, fmt.Errorf("the file is larger than %d bytes", max)
+	}
+	return b, resp.Header, nil
+}

@@ -32,7 +32,7 @@ func main() {
 	flag.StringVar(&o.corpus, "corpus", "bench/chaos/corpus", "the bad-input corpus")
 	flag.IntVar(&o.events, "events", 10000, "chat events of the duplicate scenario (half over each transport)")
 	flag.Float64Var(&o.ladderScale, "ladder-scale", 1000, "how much faster than Lark the redelivery ladder runs")
-	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (default all but image and upgrade): chat,faults,ratelimit,seam,badinput,pgbouncer,backup,image,upgrade")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (default all but image and upgrade): chat,faults,ratelimit,seam,badinput,work,pgbouncer,backup,image,upgrade")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs, database) after the run")
 	flag.StringVar(&o.imageRootfs, "image-rootfs", "", "image: the image's exported filesystem, run by chroot as the image's user (where podman run is refused)")
 	flag.StringVar(&o.imagePodman, "image-podman", "", "image: the image's tag, run by podman run")
@@ -102,6 +102,7 @@ type Results struct {
 	Seam      *SeamResult       `json:"seam,omitempty"`
 	BadInput  *BadInputResult   `json:"bad_input,omitempty"`
 	PgBouncer *PgBouncerResult  `json:"pgbouncer,omitempty"`
+	Work      *WorkResult       `json:"work,omitempty"`
 	Backup    *BackupResult     `json:"backup_restore,omitempty"`
 	Image     *ImageResult      `json:"image,omitempty"`
 	Upgrade   *UpgradeResult    `json:"upgrade,omitempty"`
@@ -170,6 +171,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) (*Results, error) 
 		{"faults", s.faultScenario, true},
 		{"ratelimit", s.rateLimitScenario, true},
 		{"seam", s.seamScenario, true},
+		{"work", s.workScenario, true},
 		{"pgbouncer", s.pgBouncerScenario, true},
 		{"backup", s.backupScenario, true},
 		{"image", s.imageScenario, false},

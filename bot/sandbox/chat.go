@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -41,6 +43,7 @@ Slash commands other than these go to the bot as text (try /help).
   /click <msg#> <button#>   click a card button
   /thread <msg#> <text>     reply in the thread of a message
   /reply <msg#> <text>      reply to a message (no thread)
+  /file <path> [caption]    send a file (an image is shown as one; in a group it mentions the bot)
   /as <open_id>             speak as another user (e.g. ou_stranger)
   /chat <chat_id> [p2p|group]  switch chat (created when you first speak)
   /dm                       switch to your one-to-one chat with the bot
@@ -336,6 +339,9 @@ func (s *chatSession) bodyLocked(m MessageView) []string {
 			}
 			out = append(out, fmt.Sprintf("   %s   (/click %d <button#>)", strings.Join(bs, " "), s.nums[m.MessageID]))
 		}
+	case m.File != nil:
+		name := cmp.Or(m.File.Name, m.File.Kind)
+		out = append(out, fmt.Sprintf("   📎 %s %s (%d bytes)", m.File.Kind, name, m.File.Size))
 	case m.MsgType == "text":
 		text := m.Text
 		for _, mn := range m.Mentions {
@@ -446,6 +452,12 @@ func (s *chatSession) handle(ctx context.Context, line string) bool {
 		}
 	case "/click":
 		err = s.click(ctx, fields)
+	case "/file":
+		if len(fields) < 2 {
+			err = errors.New("usage: /file <path> [caption]")
+			break
+		}
+		err = s.sendFile(ctx, fields[1], rest(2))
 	case "/thread", "/reply":
 		if len(fields) < 3 {
 			err = fmt.Errorf("usage: %s <msg#> <text>", fields[0])
@@ -516,6 +528,26 @@ func (s *chatSession) post(ctx context.Context, text, replyTo string, inThread b
 	}
 	if !ans.Delivered {
 		s.printf("! the bot will not see this message (it is not in the chat)\n")
+	}
+	return nil
+}
+
+// sendFile sends the file at path as the user, with an optional caption.
+func (s *chatSession) sendFile(ctx context.Context, path, caption string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read the file: %w", err)
+	}
+	s.mu.Lock()
+	req := FileRequest{ChatID: s.chat, ChatType: s.chatType, OpenID: s.user, Name: filepath.Base(path), Data: data, Caption: caption}
+	s.mu.Unlock()
+	req.MentionBot = req.ChatType != ChatP2P
+	ans, err := s.cli.PostFile(ctx, req)
+	if err != nil {
+		return fmt.Errorf("send file: %w", err)
+	}
+	if !ans.Delivered {
+		s.printf("! the bot does not see this file: in a group Lark delivers a file message only to an app that reads every group message; send images here, files in /dm\n")
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -299,4 +301,49 @@ func TestChatClientStylesMarkdownOnATerminal(t *testing.T) {
 	out := &syncBuffer{}
 	require.NoError(t, sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: sb.URL(), Color: true}, strings.NewReader("/quit\n"), out))
 	require.Contains(t, out.String(), "   ┃ \x1b[1mReport\x1b[22m\n   ┃ \x1b[1mTodos\x1b[22m done 1 · \x1b[36mloopx runs\x1b[39m\n")
+}
+
+// /file sends a file as the user: an image in a group goes in a post that mentions the bot;
+// a file in a direct chat is a file message; the chat shows what was sent.
+func TestChatClientSendsFiles(t *testing.T) {
+	t.Parallel()
+	sb := start(t, sandbox.Options{})
+	dir := t.TempDir()
+	img := filepath.Join(dir, "shot.png")
+	require.NoError(t, os.WriteFile(img, append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 100)...), 0o644))
+	doc := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(doc, []byte("some notes"), 0o644))
+	in, feed := io.Pipe()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- sandbox.RunChat(t.Context(), sandbox.ChatOptions{URL: sb.URL(), PollWait: 2 * time.Second}, in, out)
+	}()
+	say := func(line string) {
+		t.Helper()
+		_, err := io.WriteString(feed, line+"\n")
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "You are") }, 30*time.Second, 10*time.Millisecond)
+	say("/file " + img + " the screenshot")
+	var post sandbox.Message
+	require.Eventually(t, func() bool {
+		for _, m := range sb.Chat(sb.DefaultChatID()).Messages() {
+			if m.MsgType == "post" {
+				post = m
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "the image goes in a post")
+	require.Contains(t, post.Content, `"tag":"img"`)
+	require.Contains(t, post.Content, "the screenshot")
+	require.Len(t, post.Mentions, 1, "it mentions the bot")
+
+	say("/dm")
+	say("/file " + doc)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "📎 file notes.txt (10 bytes)") }, 30*time.Second, 10*time.Millisecond,
+		"the file message shows:\n%s", out.String())
+	say("/quit")
+	require.NoError(t, <-done)
 }

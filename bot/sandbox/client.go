@@ -120,6 +120,18 @@ func (c *Client) Post(ctx context.Context, req PostRequest) (PostAnswer, error) 
 	return out, c.do(ctx, http.MethodPost, "/sandbox/v1/messages", req, &out)
 }
 
+// PostFile sends a file (an image when its content is one) as a user.
+func (c *Client) PostFile(ctx context.Context, req FileRequest) (PostAnswer, error) {
+	var out PostAnswer
+	return out, c.do(ctx, http.MethodPost, "/sandbox/v1/files", req, &out)
+}
+
+// Stats reads the send counters of chatID and of the app.
+func (c *Client) Stats(ctx context.Context, chatID string) (Stats, error) {
+	var out Stats
+	return out, c.do(ctx, http.MethodGet, "/sandbox/v1/stats?"+url.Values{"chat_id": {chatID}}.Encode(), nil, &out)
+}
+
 // Click clicks a card button as a user.
 func (c *Client) Click(ctx context.Context, req ClickRequest) (ClickAnswer, error) {
 	var out ClickAnswer

@@ -27,6 +27,7 @@ type MessageView struct {
 	ThreadID   string    `json:"thread_id,omitempty"`
 	Mentions   []Mention `json:"mentions,omitempty"`
 	Reactions  []string  `json:"reactions,omitempty"`
+	File       *FileInfo `json:"file,omitempty"` // the image or file of an image or file message
 	Recalled   bool      `json:"recalled,omitempty"`
 	Updated    bool      `json:"updated,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -83,6 +84,38 @@ type PostAnswer struct {
 	Delivered bool   `json:"delivered"` // false when the bot will not see it (group without mention)
 }
 
+// FileRequest is the body of POST /sandbox/v1/files: a user sends a file (an image when its
+// content is one), with an optional caption.
+type FileRequest struct {
+	ChatID     string   `json:"chat_id"`
+	ChatType   ChatType `json:"chat_type,omitempty"`
+	OpenID     string   `json:"open_id"`
+	Name       string   `json:"name"`
+	Data       []byte   `json:"data"` // base64 in JSON
+	Caption    string   `json:"caption,omitempty"`
+	MentionBot bool     `json:"mention_bot,omitempty"`
+	ReplyTo    string   `json:"reply_to,omitempty"`
+	InThread   bool     `json:"in_thread,omitempty"`
+}
+
+// Stats is what GET /sandbox/v1/stats?chat_id= returns: the chat's and the app's send
+// counters, and how many card updates the per-message limit refused.
+type Stats struct {
+	Chat           ChatStats `json:"chat"`
+	App            ChatStats `json:"app"`
+	PatchesRefused int       `json:"patches_refused"`
+}
+
+func (s *Sandbox) statsOf(chatID string) Stats {
+	st := Stats{Chat: s.Chat(chatID).Stats(), App: s.AppStats()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.patches {
+		st.PatchesRefused += p.limited
+	}
+	return st
+}
+
 // ClickRequest is the body of POST /sandbox/v1/click.
 type ClickRequest struct {
 	MessageID string `json:"message_id"`
@@ -126,6 +159,10 @@ func (s *Sandbox) controlRoutes(mux *http.ServeMux) {
 	h("GET /sandbox/v1/messages", s.controlMessages)
 	h("POST /sandbox/v1/messages", s.controlPost)
 	h("POST /sandbox/v1/click", s.controlClick)
+	h("POST /sandbox/v1/files", s.controlFile)
+	h("GET /sandbox/v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, nil, s.statsOf(r.URL.Query().Get("chat_id")))
+	})
 }
 
 func controlFail(w http.ResponseWriter, err error) {
@@ -207,7 +244,9 @@ func (s *Sandbox) messagesAfter(chatID string, after int64, limit int) (Messages
 		ms = ms[len(ms)-limit:]
 	}
 	for _, m := range ms {
-		page.Messages = append(page.Messages, ViewOf(m))
+		v := ViewOf(m)
+		v.File = s.fileInfoLocked(&m)
+		page.Messages = append(page.Messages, v)
 	}
 	return page, s.changed
 }
@@ -238,6 +277,45 @@ func (s *Sandbox) controlPost(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d, err := s.UserSays(req.ChatID, req.ChatType, req.OpenID, req.Text, opts...)
+	if err != nil {
+		controlFail(w, err)
+		return
+	}
+	skipped := false
+	select {
+	case <-d.Done():
+		skipped = d.res.Skipped
+	default:
+	}
+	writeJSON(w, http.StatusOK, nil, PostAnswer{MessageID: d.MessageID, EventID: d.EventID, Delivered: !skipped})
+}
+
+func (s *Sandbox) controlFile(w http.ResponseWriter, r *http.Request) {
+	var req FileRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*MaxFileBytes)).Decode(&req); err != nil {
+		controlFail(w, &InputError{Field: "body", Msg: "must be JSON {chat_id, open_id, name, data, ...}: " + err.Error()})
+		return
+	}
+	if req.ChatType == "" {
+		req.ChatType = ChatGroup
+		s.mu.Lock()
+		if c := s.chats[req.ChatID]; c != nil {
+			req.ChatType = c.typ
+		}
+		s.mu.Unlock()
+	}
+	var opts []SayOption
+	if req.MentionBot {
+		opts = append(opts, MentionBot())
+	}
+	if req.ReplyTo != "" {
+		if req.InThread {
+			opts = append(opts, ReplyInThread(req.ReplyTo))
+		} else {
+			opts = append(opts, ReplyTo(req.ReplyTo))
+		}
+	}
+	d, err := s.UserSendsFile(req.ChatID, req.ChatType, req.OpenID, req.Name, req.Data, req.Caption, opts...)
 	if err != nil {
 		controlFail(w, err)
 		return

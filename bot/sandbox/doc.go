@@ -35,10 +35,18 @@
 //     type, paged) and delete. Content must be a JSON object string; text ≤ 150 KB,
 //     cards and posts ≤ 30 KB (230025). A uuid repeats within one hour return the original
 //     message and store nothing.
+//   - Files: a user's image or file (UserSendsFile; an image with a caption or a mention is a
+//     post holding it) is a resource of its message, downloaded with GET
+//     /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type=image|file (234003
+//     when the key is not that message's); the bot uploads images (POST /open-apis/im/v1/images,
+//     multipart, ≤ 10 MB) and files (POST /open-apis/im/v1/files, ≤ 30 MB) and may send
+//     image and file messages only with keys it uploaded. With StateDir resources are kept
+//     under StateDir/resources.
 //   - Rate limits: more than Options.ChatRateLimit (5) sends (create + reply) to one chat, or
 //     Options.AppRateLimit (50) over the app, within one clock second answer HTTP 429, code
 //     99991400, with x-ogw-ratelimit-limit and x-ogw-ratelimit-reset. ChatView.Stats and
-//     MaxPerSecond report the sandbox's own per-second counts of accepted and offered sends.
+//     MaxPerSecond report the sandbox's own per-second counts of accepted and offered sends;
+//     ChatStats.MaxWithUpdatesPerSecond counts sends and card updates of a chat together.
 //     One message accepts at most PatchPerMessage (5) PATCHes per second, then 429 too.
 //   - Cards: POST /open-apis/interactive/v1/card/update accepts a click's token for 30 minutes
 //     and two uses; an update sent before the click was answered is reverted, as in Lark.
@@ -92,6 +100,9 @@
 //	       reacted), oldest first; "limit" keeps the newest N; "wait" (≤ 60s) long-polls.
 //	POST /sandbox/v1/messages  PostRequest {chat_id, chat_type, open_id, text, mention_bot,
 //	     reply_to, in_thread} → PostAnswer {message_id, event_id, delivered}
+//	POST /sandbox/v1/files     FileRequest {chat_id, chat_type, open_id, name, data (base64),
+//	     caption, mention_bot, reply_to, in_thread} → PostAnswer
+//	GET  /sandbox/v1/stats?chat_id=  → Stats {chat, app, patches_refused}
 //	POST /sandbox/v1/click     ClickRequest {message_id, button (1-based), open_id}
 //	     → ClickAnswer {toast, card_updated, error}
 package sandbox

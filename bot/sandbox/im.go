@@ -169,6 +169,9 @@ func (s *Sandbox) createMessage(r *http.Request, body []byte) answer {
 	} else {
 		c = s.p2pChatLocked(req.ReceiveID)
 	}
+	if a, good := s.checkBotFileLocked(req.MsgType, req.Content); !good {
+		return a
+	}
 	if a, admitted := s.admitSendLocked(c); !admitted {
 		return a
 	}
@@ -206,6 +209,9 @@ func (s *Sandbox) replyMessage(r *http.Request, body []byte) answer {
 	c := s.chats[target.ChatID]
 	if !c.botIn {
 		return notInChat(c.id)
+	}
+	if a, good := s.checkBotFileLocked(req.MsgType, req.Content); !good {
+		return a
 	}
 	if a, admitted := s.admitSendLocked(c); !admitted {
 		return a
@@ -276,6 +282,9 @@ func (s *Sandbox) patchMessage(r *http.Request, body []byte) answer {
 		return a
 	}
 	pr.count(true)
+	if c := s.chats[m.ChatID]; c != nil {
+		s.countUpdateLocked(c)
+	}
 	s.replaceContentLocked(m, "interactive", req.Content)
 	return ok(map[string]any{})
 }

@@ -90,6 +90,10 @@ type chat struct {
 	botIn    bool
 	messages []string
 	rate     rateStat
+	// updates counts card updates of the chat's messages; maxCombined the most sends and
+	// updates accepted within one second.
+	updates     rateStat
+	maxCombined int
 }
 
 type uuidEntry struct {
@@ -151,7 +155,9 @@ func (v ChatView) Stats() ChatStats {
 	if c == nil {
 		return ChatStats{}
 	}
-	return c.rate.stats()
+	st := c.rate.stats()
+	st.Updates, st.MaxWithUpdatesPerSecond = c.updates.total, c.maxCombined
+	return st
 }
 
 // MaxPerSecond is the highest number of sends the chat accepted within one clock second. It

@@ -13,6 +13,11 @@ type ChatStats struct {
 	RateLimited          int // sends answered 429 by the rate limit (injected faults excluded)
 	MaxPerSecond         int // most sends accepted within one second
 	MaxAttemptsPerSecond int // most sends offered within one second, accepted or not
+	// Updates counts card updates (PATCH) of the chat's messages; MaxWithUpdatesPerSecond is
+	// the most sends and updates together accepted within one second (Lark limits updates
+	// per message, the sandbox only counts them per chat).
+	Updates                 int
+	MaxWithUpdatesPerSecond int
 }
 
 type rateStat struct {
@@ -47,6 +52,25 @@ func (r *rateStat) stats() ChatStats {
 	return ChatStats{Accepted: r.total, RateLimited: r.limited, MaxPerSecond: r.maxAccepted, MaxAttemptsPerSecond: r.maxAttempts}
 }
 
+// countUpdateLocked counts a card update of a message of c (accepted), and the chat's
+// sends and updates together.
+func (s *Sandbox) countUpdateLocked(c *chat) {
+	sec := s.now().Unix()
+	c.rate.roll(sec)
+	c.updates.roll(sec)
+	c.updates.count(true)
+	c.maxCombined = max(c.maxCombined, c.rate.accepted+c.updates.accepted)
+}
+
+// countCombined records the sends and updates together after an accepted send.
+func (c *chat) countCombined() {
+	if c.updates.sec == c.rate.sec {
+		c.maxCombined = max(c.maxCombined, c.rate.accepted+c.updates.accepted)
+	} else {
+		c.maxCombined = max(c.maxCombined, c.rate.accepted)
+	}
+}
+
 // admitSendLocked applies Lark's per-chat and per-app send limits to one send to c. It
 // counts the attempt either way and returns a 429 answer when the send must be refused.
 func (s *Sandbox) admitSendLocked(c *chat) (answer, bool) {
@@ -59,6 +83,7 @@ func (s *Sandbox) admitSendLocked(c *chat) (answer, bool) {
 	c.rate.count(chatOK && appOK)
 	s.appRate.count(chatOK && appOK)
 	if chatOK && appOK {
+		c.countCombined()
 		return answer{}, true
 	}
 	limit := s.opts.ChatRateLimit

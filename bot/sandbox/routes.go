@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,6 +29,9 @@ const (
 	RouteReactionList   Route = "reaction.list"
 	RouteCardUpdate     Route = "card.update"
 	RouteBotInfo        Route = "bot.info"
+	RouteResourceGet    Route = "message_resource.get"
+	RouteImageCreate    Route = "image.create"
+	RouteFileCreate     Route = "file.create"
 	RouteWSEndpoint     Route = "ws.endpoint"
 	RouteUnmatched      Route = "unmatched"
 )
@@ -101,6 +105,9 @@ func (s *Sandbox) handler() http.Handler {
 	lark("GET /open-apis/im/v1/messages/{message_id}/reactions", RouteReactionList, true, s.listReactions)
 	lark("POST /open-apis/interactive/v1/card/update", RouteCardUpdate, true, s.cardUpdate)
 	lark("GET /open-apis/bot/v3/info", RouteBotInfo, true, s.botInfo)
+	lark("GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}", RouteResourceGet, true, s.getResource)
+	lark("POST /open-apis/im/v1/images", RouteImageCreate, true, s.uploadImage)
+	lark("POST /open-apis/im/v1/files", RouteFileCreate, true, s.uploadFile)
 	lark("POST /callback/ws/endpoint", RouteWSEndpoint, false, s.wsEndpoint)
 	s.oauthRoutes(mux, lark)
 	mux.HandleFunc("GET /ws", s.wsUpgrade)
@@ -132,6 +139,9 @@ func (s *Sandbox) serveLark(w http.ResponseWriter, r *http.Request, route Route,
 	if route == RouteTenantToken || route == RouteAppToken || route == RouteWSEndpoint {
 		kept = "" // carries the app secret
 	}
+	if route == RouteImageCreate || route == RouteFileCreate {
+		kept = fmt.Sprintf("(upload of %d bytes)", len(body))
+	}
 	a, injected := s.injected(r.Context(), route)
 	if !injected && auth {
 		a, injected = s.checkBearer(r)
@@ -140,6 +150,14 @@ func (s *Sandbox) serveLark(w http.ResponseWriter, r *http.Request, route Route,
 		a = h(r, body)
 	}
 	s.record(r, route, a, kept)
+	if a.raw != nil {
+		for k, v := range a.headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(a.status)
+		_, _ = w.Write(a.raw)
+		return
+	}
 	writeJSON(w, a.status, a.headers, a.body)
 }
 

@@ -159,6 +159,7 @@ type Sandbox struct {
 	cardURL   string
 	ws        wsState
 	state     *stateStore // nil without Options.StateDir
+	resources map[string]*Resource
 }
 
 // New validates opts, applies defaults and binds the listener, so URL is known at once.
@@ -184,15 +185,16 @@ func New(opts Options) (*Sandbox, error) {
 		httpc:   &http.Client{Timeout: opts.AckBudget},
 		changed: make(chan struct{}),
 		tokens:  map[string]tokenInfo{}, codes: map[string]oauthCode{}, users: map[string]string{},
-		chats:    map[string]*chat{},
-		messages: map[string]*Message{},
-		uuids:    map[string]uuidEntry{},
-		clicks:   map[string]*clickToken{},
-		patches:  map[string]*rateStat{},
-		faults:   map[Route][]Fail{},
-		eventURL: opts.EventURL,
-		cardURL:  opts.CardURL,
-		ws:       newWSState(),
+		chats:     map[string]*chat{},
+		messages:  map[string]*Message{},
+		uuids:     map[string]uuidEntry{},
+		clicks:    map[string]*clickToken{},
+		patches:   map[string]*rateStat{},
+		resources: map[string]*Resource{},
+		faults:    map[Route][]Fail{},
+		eventURL:  opts.EventURL,
+		cardURL:   opts.CardURL,
+		ws:        newWSState(),
 	}
 	if opts.StateDir != "" {
 		if err := s.openState(opts.StateDir); err != nil {
@@ -434,6 +436,7 @@ type answer struct {
 	status  int
 	body    any
 	headers map[string]string
+	raw     []byte // a download: written as is with headers, instead of body as JSON
 }
 
 func ok(data any) answer {
@@ -454,5 +457,9 @@ func writeJSON(w http.ResponseWriter, status int, headers map[string]string, bod
 }
 
 func readBody(r *http.Request) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	limit := int64(4 << 20)
+	if strings.HasSuffix(r.URL.Path, "/im/v1/images") || strings.HasSuffix(r.URL.Path, "/im/v1/files") || strings.HasSuffix(r.URL.Path, "/sandbox/v1/files") {
+		limit = MaxFileBytes + 1<<20 // an upload: the file and its form
+	}
+	return io.ReadAll(io.LimitReader(r.Body, limit))
 }

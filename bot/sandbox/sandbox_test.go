@@ -254,7 +254,7 @@ func TestRateLimitPerChat(t *testing.T) {
 	mu.Unlock()
 	require.True(t, sendText(t, cli, chat, "next second", "").Success())
 	st := sb.Chat(chat).Stats()
-	require.Equal(t, sandbox.ChatStats{Accepted: 6, RateLimited: 1, MaxPerSecond: 5, MaxAttemptsPerSecond: 6}, st)
+	require.Equal(t, sandbox.ChatStats{Accepted: 6, RateLimited: 1, MaxPerSecond: 5, MaxAttemptsPerSecond: 6, MaxWithUpdatesPerSecond: 5}, st)
 	require.Equal(t, 5, sb.MaxPerSecond(chat))
 }
 

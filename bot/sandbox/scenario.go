@@ -89,7 +89,19 @@ func (s *Sandbox) UserSays(chatID string, chatType ChatType, senderOpenID, text 
 	if len(content) > MaxTextBytes {
 		return nil, &InputError{Field: "text", Msg: fmt.Sprintf("is %d bytes, Lark's limit is %d", len(content), MaxTextBytes)}
 	}
+	return s.userMessage(chatID, chatType, senderOpenID, "text", string(content), mentions, cfg, nil)
+}
 
+// userMessage stores a user's message (and the resource it carries, bound to it) and
+// delivers im.message.receive_v1 when the bot sees it: in a direct chat always, in a group
+// when it mentions the bot or Options.GroupMessages is set.
+func (s *Sandbox) userMessage(chatID string, chatType ChatType, senderOpenID, msgType, content string, mentions []Mention, cfg sayConfig, res *Resource) (*Delivery, error) {
+	if err := checkChat(chatID, chatType); err != nil {
+		return nil, err
+	}
+	if senderOpenID == "" {
+		return nil, &InputError{Field: "senderOpenID", Msg: "must not be empty"}
+	}
 	s.mu.Lock()
 	c := s.chats[chatID]
 	if c != nil && c.typ != chatType {
@@ -121,10 +133,14 @@ func (s *Sandbox) UserSays(chatID string, chatType ChatType, senderOpenID, text 
 	now := s.now()
 	m := &Message{
 		ID: s.nextIDLocked("om_"), ChatID: chatID, SenderType: SenderUser, SenderID: senderOpenID,
-		MsgType: "text", Content: string(content), RootID: root, ParentID: parent, ThreadID: thread,
+		MsgType: msgType, Content: content, RootID: root, ParentID: parent, ThreadID: thread,
 		Mentions: mentions, CreatedAt: now, UpdatedAt: now,
 	}
 	s.storeMessageLocked(c, m)
+	if res != nil {
+		res.MessageID = m.ID
+		s.putResourceLocked(res)
+	}
 	deliver := c.botIn && (chatType == ChatP2P || cfg.mentionBot || s.opts.GroupMessages)
 	event := s.messageEvent(m, chatType) // under the lock: m is shared with the model
 	s.mu.Unlock()

@@ -17,7 +17,7 @@ func (a *app) evidenceCommand() *cobra.Command {
 		Example: `  loopx evidence add --goal-id demo --agent-id codex --todo-id 7 --summary "parser passes 40 tests" --kind command --ref "go test ./parser"
   loopx evidence list --goal-id demo --todo-id 7`,
 	}
-	var goal string
+	var goal, file string
 	var b api.EvidenceBody
 	add := &cobra.Command{
 		Use:     "add",
@@ -25,9 +25,17 @@ func (a *app) evidenceCommand() *cobra.Command {
 		Example: `  loopx evidence add --goal-id demo --agent-id codex --todo-id 7 --summary "opened PR" --kind link --ref https://git/pr/12`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if file != "" {
+				f, err := api.FileBodyOf(file, maxUpload)
+				if err != nil {
+					return usageErr(err)
+				}
+				b.File = f
+			}
 			return a.call(c, http.MethodPost, goalPath(goal, "evidence"), nil, b, nil)
 		},
 	}
+	add.Flags().StringVar(&file, "file", "", "a deliverable to attach (members download it in the workspace)")
 	add.Flags().StringVar(&goal, "goal-id", "", "goal id")
 	_ = add.MarkFlagRequired("goal-id")
 	add.Flags().StringVar(&b.AgentID, "agent-id", "", "agent that produced it")

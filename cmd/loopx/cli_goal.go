@@ -37,6 +37,7 @@ type goalFlags struct {
 	title, objective, heartbeat, heartbeatTZ, report, reportTZ, lang string
 	owners, members                                                  []string
 	windowHours, allowedSlots, stallTurns                            int
+	breaker, progressCard, quietDigests                              string
 }
 
 func (g *goalFlags) register(fs *pflag.FlagSet) {
@@ -52,6 +53,9 @@ func (g *goalFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.reportTZ, "report-tz", "", "IANA time zone of the report spec (default UTC)")
 	fs.StringVar(&g.lang, "lang", "", "language of messages: en or zh (default en)")
 	fs.IntVar(&g.stallTurns, "stall-turns", 0, "turns in a row without progress before asking the owner (0 = off; default 3)")
+	fs.StringVar(&g.breaker, "breaker-failures", "", "failed or empty turns in a row before an agent is held: 1-100, off, or default (the machine's, 3 unless set)")
+	fs.StringVar(&g.progressCard, "progress-card", "", "a live progress card in chat while turns run: on, off or default (the machine's: on for exec and MCP turns)")
+	fs.StringVar(&g.quietDigests, "quiet-digests", "", "skip scheduled reports with nothing new: on, off or default (the machine's: on)")
 }
 
 // body fills only the flags given on the command line, so the server keeps its defaults
@@ -83,6 +87,16 @@ func (g *goalFlags) body(fs *pflag.FlagSet) api.GoalBody {
 	b.HeartbeatSpec, b.HeartbeatTZ = str("heartbeat", g.heartbeat), str("heartbeat-tz", g.heartbeatTZ)
 	b.ReportSpec, b.ReportTZ = str("report", g.report), str("report-tz", g.reportTZ)
 	b.Lang, b.StallTurns = str("lang", g.lang), num("stall-turns", g.stallTurns)
+	setting := func(name, v string) *api.Setting {
+		if !fs.Changed(name) {
+			return nil
+		}
+		s := api.Setting(v)
+		return &s
+	}
+	b.BreakerFailures = setting("breaker-failures", g.breaker)
+	b.ProgressCard = setting("progress-card", g.progressCard)
+	b.QuietDigests = setting("quiet-digests", g.quietDigests)
 	return b
 }
 

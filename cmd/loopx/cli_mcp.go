@@ -46,7 +46,7 @@ what to do. Logs go to stderr (LOG_LEVEL, default warn); stdout is the protocol.
 			if err := level.UnmarshalText([]byte(cmp.Or(a.getenv("LOG_LEVEL"), "warn"))); err != nil {
 				return usageError{fmt.Errorf("LOG_LEVEL: %q is not debug, info, warn or error", a.getenv("LOG_LEVEL"))}
 			}
-			opts := mcp.Options{Version: version, Logger: server.NewLogger(a.stderr, "text", level).With("component", "mcp")}
+			opts := mcp.Options{Version: version, Logger: server.NewLogger(a.stderr, "text", level).With("component", "mcp"), LocalFiles: true}
 			a.agentConnection(&opts)
 			srv, err := mcp.New(opts)
 			if err != nil {

@@ -66,7 +66,7 @@ for the next page. "loopx runs decisions" lists the should-run answers instead, 
 	fs.StringVar(&goal, "goal-id", "", "goal id")
 	_ = cmd.MarkPersistentFlagRequired("goal-id")
 	fs.StringVar(&agent, "agent-id", "", "only this agent's")
-	fs.StringVar(&state, "state", "", "comma-separated states (turns: live, ok, failed, abandoned; decisions: paused, busy, throttled, inbox, waiting, idle, stalled, eligible)")
+	fs.StringVar(&state, "state", "", "comma-separated states (turns: live, ok, failed, abandoned, stopped; decisions: paused, busy, throttled, inbox, waiting, idle, stalled, eligible, held, stop)")
 	fs.StringVar(&since, "since", "", "from this time on (RFC 3339, or a duration back from now such as 24h)")
 	fs.StringVar(&until, "until", "", "before this time (RFC 3339, or a duration back from now)")
 	fs.IntVar(&limit, "limit", 0, "rows per page (1-200; default 50)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 
@@ -65,6 +66,7 @@ within the server's ack timeout is handed out again, so a crash mid-turn loses n
 	_ = ackCmd.MarkFlagRequired("item")
 
 	var reply api.ReplyBody
+	var replyFile string
 	replyCmd := &cobra.Command{
 		Use:   "reply",
 		Short: "Answer a message in its conversation (same chat, in its thread)",
@@ -74,6 +76,15 @@ text as a separate reply).`,
 		Example: `  loopx inbox reply --goal-id demo --agent-id codex --item 41 --text "merged, thanks"`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if replyFile != "" {
+				f, err := api.FileBodyOf(replyFile, maxUpload)
+				if err != nil {
+					return usageErr(err)
+				}
+				reply.File = f
+			} else if reply.Text == "" {
+				return usageErr(errors.New("--text is required (or --file to send a file back)"))
+			}
 			return a.call(c, http.MethodPost, path("reply"), nil, reply, nil)
 		},
 	}
@@ -81,7 +92,7 @@ text as a separate reply).`,
 	replyCmd.Flags().Int64Var(&reply.ItemID, "item", 0, "the inbox item to answer")
 	_ = replyCmd.MarkFlagRequired("item")
 	replyCmd.Flags().StringVar(&reply.Text, "text", "", "the answer (up to 12,000 characters)")
-	_ = replyCmd.MarkFlagRequired("text")
+	replyCmd.Flags().StringVar(&replyFile, "file", "", "a file to send back to the chat (an image shows as one), after the text if any")
 	replyCmd.Flags().StringVar(&reply.Key, "key", "", "reply key; the same item and key are sent once (default: derived from the text)")
 
 	statusCmd := &cobra.Command{

@@ -126,6 +126,8 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.statusCommand(),
 		a.hostsCommand(),
 		a.proposalCommand(),
+		a.progressCommand(),
+		a.fileCommand(),
 		a.dashboardCommand(),
 	} {
 		if c.HasSubCommands() && c.RunE == nil {

@@ -269,7 +269,7 @@ func TestMCPGovernedTurn(t *testing.T) {
 			require.NotEmpty(t, tool.Description)
 			n++
 		}
-		require.Equal(t, 15, n)
+		require.Equal(t, 17, n, "15 tools, and progress and file_get")
 		res := callTool(t, cs, "should_run", nil)
 		require.True(t, res.IsError)
 		require.Contains(t, toolText(res), "loopx connect")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -51,6 +52,8 @@ type Exec struct {
 	// HOME, USER, LANG, LC_ALL, TMPDIR, TERM. Nothing else leaks (database URL, Lark secrets).
 	PassEnv []string
 	Logger  *slog.Logger
+	// Notes records the progress lines the agent prints (ProgressMark); nil drops them.
+	Notes NoteSink
 }
 
 var _ scheduler.Runner = (*Exec)(nil)
@@ -114,6 +117,7 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 		"LOOPX_DEADLINE": deadline.UTC().Format(time.RFC3339),
 		"LOOPX_ACTION":   job.Decision.EffectiveAction,
 		"LOOPX_TODO_ID":  todoID(job),
+		"LOOPX_PROGRESS": ProgressMark,
 	})
 	switch settings.Stdin {
 	case "", "packet":
@@ -122,13 +126,17 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 		cmd.Stdin = strings.NewReader(packet.Prompt)
 	}
 	tail := newTail(e.tailBytes())
-	cmd.Stdout, cmd.Stderr = tail, tail
+	notes, notesDone := e.progress(ctx, job.Turn.ID)
+	out := &markedLines{next: tail, notes: notes}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Wait returns at most this long after the leader exits, even when a grandchild holds
 	// the output pipes (it is killed with the group anyway).
 	cmd.WaitDelay = 2 * time.Second
 
 	if err := cmd.Start(); err != nil {
+		close(notes)
+		<-notesDone
 		return scheduler.Result{State: store.TurnFailed, Outcome: "start agent: " + err.Error()}
 	}
 	pgid := cmd.Process.Pid
@@ -138,6 +146,7 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var why string
+	var stop *scheduler.Stop
 	select {
 	case err = <-exited:
 	case <-timer.C:
@@ -145,13 +154,21 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 		err = e.killGroup(pgid, exited)
 	case <-ctx.Done():
 		why = "interrupted: the scheduler stopped"
+		if stop = scheduler.StopOf(ctx); stop != nil {
+			why = stop.Error()
+		}
 		err = e.killGroup(pgid, exited)
 	}
 	// Whatever the leader left behind in its group ends with the turn.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	out.flush()
+	close(notes)
+	<-notesDone
 
 	res := scheduler.Result{LogTail: redact(tail.String(), append(envSecrets(settings.Env), token)...)}
 	switch {
+	case stop != nil:
+		res.State, res.Outcome = store.TurnStopped, why+"; process group killed"
 	case why != "":
 		res.State, res.Outcome = store.TurnFailed, why+"; process group killed"
 	case err == nil:
@@ -217,6 +234,82 @@ func (e *Exec) env(s ExecSettings, loopx map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+// ProgressMark starts an output line an exec agent writes to report progress: the rest of
+// the line becomes a progress note on its turn (the live progress card shows the latest).
+const ProgressMark = "::progress::"
+
+// NoteSink records progress notes on a live turn. *store.Store implements it.
+type NoteSink interface {
+	AddTurnNoteByID(ctx context.Context, turnID int64, text string) error
+}
+
+// progress returns the channel marked lines go to; a goroutine owned by the turn writes them
+// as notes (in order; a burst beyond the buffer drops the oldest waiting ones, the card only
+// shows the latest anyway) until the channel is closed.
+func (e *Exec) progress(ctx context.Context, turnID int64) (chan string, <-chan struct{}) {
+	ch := make(chan string, 32)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for text := range ch {
+			if e.Notes == nil {
+				continue
+			}
+			// The note outlives a stop or a timeout of the turn by a moment: record it anyway.
+			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if err := e.Notes.AddTurnNoteByID(nctx, turnID, text); err != nil && e.Logger != nil {
+				e.Logger.Warn("record progress note", "turn_id", turnID, "err", err)
+			}
+			cancel()
+		}
+	}()
+	return ch, done
+}
+
+// markedLines passes output on to next and sends the text of each line that starts with
+// ProgressMark to notes.
+type markedLines struct {
+	mu    sync.Mutex
+	next  io.Writer
+	notes chan string
+	line  []byte
+}
+
+func (m *markedLines) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range p {
+		if b == '\n' {
+			m.emit()
+			continue
+		}
+		if len(m.line) < 4096 {
+			m.line = append(m.line, b)
+		}
+	}
+	return m.next.Write(p)
+}
+
+// flush takes the last line when the output did not end with a newline.
+func (m *markedLines) flush() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.emit()
+}
+
+func (m *markedLines) emit() {
+	line := strings.TrimSpace(string(m.line))
+	m.line = m.line[:0]
+	text, ok := strings.CutPrefix(line, ProgressMark)
+	if !ok || strings.TrimSpace(text) == "" {
+		return
+	}
+	select {
+	case m.notes <- strings.TrimSpace(text):
+	default: // the sink is behind: this note is dropped, later ones carry on
+	}
 }
 
 // tail keeps the last n bytes written to it.

@@ -27,6 +27,10 @@ type Packet struct {
 	ShouldRun      quota.Decision `json:"should_run"`
 	Commands       []string       `json:"commands"`
 	Prompt         string         `json:"prompt"`
+	// Files are the images and files people sent with the messages waiting in the agent's
+	// inbox: download each from its url with the turn's token (inbox drain returns them
+	// with their items too).
+	Files []store.Attachment `json:"files,omitempty"`
 }
 
 // PacketGoal is the goal as the agent sees it.
@@ -52,6 +56,11 @@ type SecretReader interface {
 	RunnerConfig(ctx context.Context, goalID, agentID string) (json.RawMessage, error)
 }
 
+// FileLister lists the files of the messages waiting for an agent. *store.Store implements it.
+type FileLister interface {
+	PendingFiles(ctx context.Context, goalID, agentID string) ([]store.Attachment, error)
+}
+
 // Base is what every runner needs to prepare a turn.
 type Base struct {
 	URL       string // LOOPX_URL the agent calls back on
@@ -61,6 +70,8 @@ type Base struct {
 	// Secrets opens the runner secrets (a webhook's signing secret, an exec agent's env).
 	// Nil: the schedule's settings are used as they are, without secrets.
 	Secrets SecretReader
+	// Files lists the files waiting in the agent's inbox for the packet; nil lists none.
+	Files FileLister
 }
 
 // runnerConfig is the agent's runner settings with its secrets, read when the turn starts.
@@ -106,6 +117,16 @@ func (b Base) prepare(ctx context.Context, job scheduler.Job, deadline time.Time
 		TurnID: job.Turn.ID, TurnInstanceID: job.Turn.InstanceID, Deadline: deadline,
 		Goal:      PacketGoal{Title: goal.Title, Objective: goal.Objective, Lang: goal.Lang},
 		ShouldRun: job.Decision, Commands: Commands(job.Decision, job.Turn.InstanceID),
+	}
+	if b.Files != nil {
+		files, err := b.Files.PendingFiles(ctx, job.Turn.GoalID, job.Turn.AgentID)
+		if err != nil {
+			return Packet{}, "", fmt.Errorf("list inbox files: %w", err)
+		}
+		for i := range files {
+			files[i].URL = store.FileURL(b.URL, files[i].ID)
+		}
+		p.Files = files
 	}
 	d := job.Decision
 	data := map[string]any{

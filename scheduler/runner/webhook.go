@@ -61,6 +61,33 @@ type Webhook struct {
 
 var _ scheduler.Runner = (*Webhook)(nil)
 
+// cancelTurn tells the agent an owner stopped its turn: a signed POST of
+// {"turn_instance_id", "goal_id", "agent_id", "cancelled": true} to its cancel URL, when it
+// has one. It says in words what happened, for the turn's outcome.
+func (w *Webhook) cancelTurn(ctx context.Context, client *http.Client, s WebhookSettings, p Packet) string {
+	if s.CancelURL == "" {
+		return "the agent has no cancel URL; its answer is ignored"
+	}
+	body, _ := json.Marshal(map[string]any{"turn_instance_id": p.TurnInstanceID, "goal_id": p.GoalID, "agent_id": p.AgentID, "cancelled": true})
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, s.CancelURL, bytes.NewReader(body))
+	if err != nil {
+		return "cancel URL: " + err.Error()
+	}
+	ts := time.Now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderSignature, Sign(s.Secret, ts, body))
+	req.Header.Set(HeaderDelivery, p.TurnInstanceID)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "cancel URL unreachable: " + redact(err.Error(), s.Secret)
+	}
+	_ = resp.Body.Close()
+	return "cancel URL answered " + strconv.Itoa(resp.StatusCode)
+}
+
 type webhookBody struct {
 	Packet
 	Token string `json:"loopx_token"`
@@ -135,6 +162,9 @@ func (w *Webhook) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 			return fmt.Errorf("webhook answered %d", resp.StatusCode)
 		}
 	})
+	if stop := scheduler.StopOf(ctx); stop != nil {
+		return scheduler.Result{State: store.TurnStopped, Outcome: stop.Error() + "; " + w.cancelTurn(ctx, client, s, packet), LogTail: res.LogTail}
+	}
 	if err != nil {
 		msg := err.Error()
 		if ctx.Err() != nil && !strings.Contains(msg, "answered") {

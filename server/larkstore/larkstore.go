@@ -7,11 +7,14 @@
 package larkstore
 
 import (
+	"cmp"
 	"context"
+	"strings"
 	"time"
 
 	"loopx/bot"
 	"loopx/store"
+	"loopx/templates"
 )
 
 // Outbox adapts the store's outbox operations to bot.Outbox.
@@ -94,4 +97,90 @@ func (l Limiter) Take(ctx context.Context, budgets []bot.Budget, maxWait time.Du
 		scopes[i] = store.RateScope{Scope: b.Scope, Interval: b.Interval, Burst: b.Burst}
 	}
 	return l.Store.TakeSendSlot(ctx, scopes, maxWait)
+}
+
+// OpenFile reads a stored file an outbox row of kind file sends.
+func (o Outbox) OpenFile(ctx context.Context, fileID int64) (bot.OutboxFile, error) {
+	a, data, err := o.Store.ReadAttachment(ctx, fileID)
+	if err != nil {
+		return bot.OutboxFile{}, err
+	}
+	return bot.OutboxFile{Name: a.Name, Image: a.Kind == "image", Data: data}, nil
+}
+
+// Fetches adapts the store's file downloads to bot.Fetches. A file that can never be
+// downloaded is answered in its chat (templates' file_refused, in the chat's language,
+// else the goal's, else DefaultLang).
+type Fetches struct {
+	Store       *store.Store
+	Templates   *templates.Set
+	DefaultLang string
+}
+
+var _ bot.Fetches = Fetches{}
+
+// Claim leases up to limit due downloads to owner.
+func (f Fetches) Claim(ctx context.Context, owner string, lease time.Duration, limit int) ([]bot.Fetch, error) {
+	list, err := f.Store.ClaimFetches(ctx, owner, lease, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bot.Fetch, len(list))
+	for i, x := range list {
+		out[i] = bot.Fetch{ID: x.AttachmentID, MessageID: x.MessageID, Key: x.Key, Kind: x.Kind, Name: x.Name, Attempts: x.Attempts}
+	}
+	return out, nil
+}
+
+// Save stores a downloaded file.
+func (f Fetches) Save(ctx context.Context, id int64, owner, name string, data []byte) error {
+	return f.Store.SaveFetched(ctx, id, owner, name, data, f.refused)
+}
+
+// Fail records a failed download.
+func (f Fetches) Fail(ctx context.Context, id int64, owner, reason string, permanent bool, retry time.Duration) error {
+	return f.Store.FailFetch(ctx, id, owner, reason, permanent, retry, f.refused)
+}
+
+// NextDue tells how long until the next download is due.
+func (f Fetches) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	at, ok, err := f.Store.NextFetchDue(ctx)
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	return time.Until(at), true, nil
+}
+
+// Listen calls wake when a message brought files.
+func (f Fetches) Listen(ctx context.Context, wake func()) error {
+	return f.Store.Listen(ctx, store.FetchChannel, func(string) { wake() })
+}
+
+// refused renders the answer to a message whose file could not be taken.
+func (f Fetches) refused(ctx context.Context, db store.DB, a store.Attachment, item store.InboxItem) ([]store.OutboxInsert, error) {
+	if item.SourceChat == "" || f.Templates == nil {
+		return nil, nil
+	}
+	lang, err := store.GetChatLang(ctx, db, item.SourceChat)
+	if err != nil {
+		return nil, err
+	}
+	if lang == "" {
+		g, err := store.GetGoal(ctx, db, item.GoalID)
+		if err != nil {
+			return nil, err
+		}
+		lang = cmp.Or(g.Lang, f.DefaultLang)
+	}
+	r, err := f.Templates.Render(lang, "file_refused", map[string]any{
+		"Name": a.Name, "GoalID": item.GoalID, "AgentID": item.AgentID,
+		"TooLarge": strings.HasPrefix(a.Error, store.ReasonTooLarge+":"), "Max": store.HumanBytes(f.Store.MaxFileBytes()),
+		"Error": a.Error,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []store.OutboxInsert{{DedupeKey: store.FileRefusedKey(a.ID), Kind: r.Kind, ReceiveID: item.SourceChat,
+		ReplyTo: item.SourceMessage, ReplyInThread: item.SourceThread != "", Content: r.Content,
+		GoalID: item.GoalID, AgentID: item.AgentID}}, nil
 }
