@@ -1,0 +1,4 @@
+package runner
+
+// Redact is redact, for the tests.
+var Redact = redact
