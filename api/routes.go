@@ -38,6 +38,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/goals/{goal}/status", s.goalStatus)
 
 	s.handle("GET /v1/goals/{goal}/turns", s.listTurns)
+	s.handle("POST /v1/goals/{goal}/turns/bind", s.bindTurn)
 	s.handle("GET /v1/goals/{goal}/turns/{turn}", s.showTurn)
 	s.handle("GET /v1/goals/{goal}/decisions", s.listDecisions)
 

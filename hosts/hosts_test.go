@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -184,7 +185,8 @@ func TestCodexFiles(t *testing.T) {
 	require.FileExists(t, filepath.Join(b.project, ".agents", "skills", "loopx", "SKILL.md"))
 	agents, err := os.ReadFile(filepath.Join(b.project, "AGENTS.md"))
 	require.NoError(t, err)
-	require.Contains(t, string(agents), "should_run")
+	require.Contains(t, string(agents), "$loopx <task>")
+	requireNoGate(t, string(agents))
 }
 
 // TestCursorFiles checks the files against Cursor's documented formats: mcp.json
@@ -206,7 +208,8 @@ func TestCursorFiles(t *testing.T) {
 	requireSubset(t, keys(fm), []string{"description", "globs", "alwaysApply"}, "cursor rule frontmatter")
 	require.Equal(t, true, fm["alwaysApply"], "a boolean: the string \"true\" is not true")
 	require.IsType(t, "", fm["description"])
-	require.Contains(t, body, "should_run")
+	require.Contains(t, body, "/loopx <task>")
+	requireNoGate(t, body)
 
 	cmd, err := os.ReadFile(filepath.Join(b.project, ".cursor", "commands", "loopx.md"))
 	require.NoError(t, err)
@@ -481,4 +484,19 @@ func TestUninstallKeepsWhatTheUserChangedAndReinstallUpdatesOurEntry(t *testing.
 	require.FileExists(t, skill)
 	_, err = os.Stat(filepath.Join(b.home, ".claude.json"))
 	require.ErrorIs(t, err, fs.ErrNotExist, "the install created ~/.claude.json and it is empty again")
+}
+
+// requireNoGate: an always-on text (read in every session, for every request) describes the
+// tools and never asks for a LoopX turn, should_run or a stop in an ordinary request.
+func requireNoGate(t *testing.T, text string) {
+	t.Helper()
+	for _, re := range gatePhrases {
+		require.NotRegexp(t, re, text)
+	}
+}
+
+var gatePhrases = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)should_run`), regexp.MustCompile(`(?i)spend_slot`),
+	regexp.MustCompile(`(?i)start every`), regexp.MustCompile(`(?i)work only when`),
+	regexp.MustCompile(`(?i)\bstop\b`), regexp.MustCompile(`(?i)governs`),
 }

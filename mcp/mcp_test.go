@@ -23,6 +23,7 @@ import (
 	"loopx/quota"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 const adminToken = "admin-token-for-mcp-tests-0123456789"
@@ -146,7 +147,10 @@ func TestToolsAreListedWithSchemas(t *testing.T) {
 	require.ElementsMatch(t, []string{"should_run", "todo_list", "todo_add", "todo_claim", "todo_update", "todo_finish",
 		"evidence_add", "gate_ask", "gate_list", "inbox_drain", "inbox_ack", "inbox_reply", "refresh_state",
 		"spend_slot", "goal_status"}, names)
-	require.Contains(t, cs.InitializeResult().Instructions, "should_run")
+	// Unconnected, the server asks for nothing: it says LoopX is not set up here.
+	instr := cs.InitializeResult().Instructions
+	require.Contains(t, instr, "LoopX is not set up in this folder")
+	require.NotContains(t, instr, "should_run")
 
 	// Without a connection every tool says what to do.
 	res := call(t, cs, "should_run", nil)
@@ -168,7 +172,7 @@ func TestGovernedTurn(t *testing.T) {
 	require.NotNil(t, d.YourTurn)
 	require.NotNil(t, d.SelectedTodo)
 	require.Equal(t, b.todoID, d.SelectedTodo.ID)
-	require.Contains(t, d.NextStep, "todo_claim")
+	require.Contains(t, d.NextStep, "todo 1")
 	turn := d.YourTurn.TurnInstanceID
 
 	ok[mcp.TodoOut](t, cs, "todo_claim", map[string]any{"todo_id": b.todoID})
@@ -409,9 +413,7 @@ func TestResourcesAndPrompt(t *testing.T) {
 	require.NoError(t, err)
 	prompt := p.Messages[0].Content.(*sdk.TextContent).Text
 	require.Contains(t, prompt, `agent "codex" on the LoopX goal "demo"`)
-	require.Contains(t, prompt, "Use the tools of the loopx MCP server")
-	require.Contains(t, prompt, "todo_claim {\"todo_id\": ")
-	require.Contains(t, prompt, "fix the flaky test")
+	require.Contains(t, prompt, templates.LoopSteps(templates.LoopCall{Command: "/loopx", Task: `"fix the flaky test"`}), "the loop contract's steps")
 }
 
 // bearer adds a bearer token to every request.

@@ -18,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"loopx/api/client"
+	"loopx/store"
 	"loopx/templates"
 )
 
@@ -65,8 +66,9 @@ type server struct {
 	nonce       string // stands for the turn in idempotency keys outside a turn
 
 	mu      sync.Mutex
-	turn    string    // the live turn this session opened ("" = none)
+	turn    string    // the live turn this session opened or adopted ("" = none)
 	lease   time.Time // when that turn's lease passes
+	todo    int64     // that turn's todo
 	pending string    // a minted turn id whose should_run answer has not arrived yet
 	settled string    // the last turn this session settled (a repeated spend replays it)
 	acks    int       // successful inbox_ack calls; part of inbox_drain's key
@@ -106,19 +108,17 @@ func New(opts Options) (*sdk.Server, error) {
 	return srv, nil
 }
 
-// instructions is what the host shows the model about this server. It is built from the
-// options only: initialize must answer at once, without a network call.
+// instructions is what the host shows the model about this server in every session, in any
+// folder: what the tools are for (the loop contract's always-on text), never a rule for
+// ordinary requests. It is built from the options only: initialize must answer at once,
+// without a network call.
 func (s *server) instructions() string {
-	text := "LoopX governs this project's agent turns and keeps their state. Start every turn with " +
-		"should_run and work only when it answers should_run=true; inside the turn claim the selected todo, " +
-		"record what you produced with evidence_add, ask an owner with gate_ask when you need a decision, " +
-		"then call refresh_state and, once the work is validated, spend_slot exactly once. " +
-		"Answer people first when should_run reports inbox.pending > 0 (inbox_drain, inbox_reply, inbox_ack). " +
-		"Pace a recurring loop by scheduler_hint.interval_minutes."
 	if s.api == nil {
-		return text + " Not connected: " + s.unconnected
+		return "LoopX is not set up in this folder, so its tools have nothing to work on here: leave them alone " +
+			"unless the user asks for LoopX; then tell them what is missing: " + s.unconnected
 	}
-	return text + fmt.Sprintf(" Connected to %s as agent %q on goal %q.", s.api.BaseURL(), s.agent, s.goal)
+	return templates.LoopTools("") +
+		fmt.Sprintf(" Here it is connected to %s as agent %q on goal %q.", s.api.BaseURL(), s.agent, s.goal)
 }
 
 // connected is nil with a connection; without one it is every tool's answer, saying what to
@@ -130,21 +130,77 @@ func (s *server) connected() error {
 	return nil
 }
 
-// key derives the Idempotency-Key of a mutating call from who, the session's turn, the tool,
-// its arguments and anything else that must make two calls distinct (a version read).
-func (s *server) key(tool string, args any, extra ...any) string {
-	s.mu.Lock()
-	turn := s.turn
-	if turn == "" {
-		turn = "session:" + s.nonce
-	}
-	s.mu.Unlock()
+// key derives the Idempotency-Key of a mutating call from who, the turn, the tool, its
+// arguments and anything else that must make two calls distinct (a version read). The turn
+// is one the server knows, so a call retried after the host restarted this process derives
+// the same key and has one effect: the session's live turn, else the agent's live turn on
+// the server, else the agent's latest turn (calls between two turns share a key only with
+// their own retries and repeats in that interval).
+func (s *server) key(ctx context.Context, tool string, args any, extra ...any) string {
+	turn := s.keyTurn(ctx)
 	b, err := json.Marshal([]any{s.goal, s.agent, turn, tool, args, extra})
 	if err != nil { // arguments come from decoded JSON: they encode
 		b = []byte(fmt.Sprint(s.goal, s.agent, turn, tool, args, extra))
 	}
 	sum := sha256.Sum256(b)
 	return "mcp-" + tool + "-" + hex.EncodeToString(sum[:16])
+}
+
+// keyTurn is the turn part of a key (see key).
+func (s *server) keyTurn(ctx context.Context) string {
+	s.mu.Lock()
+	turn, lease := s.turn, s.lease
+	s.mu.Unlock()
+	if turn != "" && s.now().Before(lease) {
+		return turn
+	}
+	t, err := s.latestTurn(ctx)
+	switch {
+	case err != nil:
+		// The call itself will most likely fail the same way; its key need not survive.
+		s.logger.Warn("read the agent's latest turn for an idempotency key", "err", err)
+		return "session:" + s.nonce
+	case t == nil:
+		return "before-first-turn"
+	case t.State == store.TurnLive && s.now().Before(t.LeaseExpiresAt):
+		return t.InstanceID
+	}
+	return "after:" + t.InstanceID
+}
+
+// latestTurn is the agent's newest turn on the server; nil when it has none.
+func (s *server) latestTurn(ctx context.Context) (*store.RunTurn, error) {
+	var latest struct {
+		Turns []store.RunTurn `json:"turns"`
+	}
+	q := url.Values{"agent_id": {s.agent}, "limit": {"1"}}
+	if err := s.get(ctx, "read the agent's turn", s.goalPath("turns"), q, &latest); err != nil {
+		return nil, err
+	}
+	if len(latest.Turns) == 0 {
+		return nil, nil
+	}
+	return &latest.Turns[0], nil
+}
+
+// adopt makes the agent's live turn on the server this session's turn, when the session has
+// none: the host restarted this process in the middle of its turn.
+func (s *server) adopt(ctx context.Context) {
+	s.mu.Lock()
+	known := s.turn != "" && s.now().Before(s.lease)
+	s.mu.Unlock()
+	if known {
+		return
+	}
+	t, err := s.latestTurn(ctx)
+	if err != nil || t == nil || t.State != store.TurnLive || !s.now().Before(t.LeaseExpiresAt) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn == "" || !s.now().Before(s.lease) {
+		s.turn, s.lease, s.todo = t.InstanceID, t.LeaseExpiresAt, t.TodoID
+	}
 }
 
 // get reads path into out.

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"loopx/api"
+	"loopx/api/client"
 	"loopx/inbox"
 	"loopx/quota"
 	"loopx/store"
@@ -24,6 +27,7 @@ import (
 type ShouldRunIn struct {
 	TurnInstanceID string `json:"turn_instance_id,omitempty" jsonschema:"the host's id for this turn, e.g. a heartbeat id; omit it and loopx mints one"`
 	BeginTurn      *bool  `json:"begin_turn,omitempty" jsonschema:"open the turn when the answer is run (default true); false only looks and records nothing"`
+	TodoID         int64  `json:"todo_id,omitempty" jsonschema:"the todo this turn is for, e.g. the one todo_add made for the user's task: the turn opens on it (and claims it); mid-turn, before any evidence, it moves the live turn to it"`
 }
 
 // ShouldRunOut is should-run's decision plus what this session knows about its turn.
@@ -65,12 +69,14 @@ type TodoAddIn struct {
 	Text     string `json:"text" jsonschema:"what to do, one slice of work (up to 12000 characters)"`
 	Priority *int   `json:"priority,omitempty" jsonschema:"0 (most urgent) to 4; default 2"`
 	Role     string `json:"role,omitempty" jsonschema:"agent (default) or user: a todo for a person"`
-	Claim    bool   `json:"claim,omitempty" jsonschema:"claim it for this agent at once"`
+	Claim    bool   `json:"claim,omitempty" jsonschema:"claim it for this agent at once; inside a live turn that has recorded nothing yet, the turn moves to it"`
 }
 
 // TodoOut is one todo.
 type TodoOut struct {
 	Todo store.Todo `json:"todo"`
+	// NextStep, from todo_add with claim in a live turn, says which todo the turn is on now.
+	NextStep string `json:"next_step,omitempty"`
 }
 
 // TodoClaimIn is todo_claim's input.
@@ -182,7 +188,7 @@ func (s *server) addTools(srv *sdk.Server) error {
 	}
 	for _, err := range []error{
 		addTool(s.shared, srv, &sdk.Tool{Name: "should_run", Annotations: write(),
-			Description: "Ask LoopX whether to work now; call it first in every turn. A run answer opens the turn and names the todo to work on; a skip answer says why and when to check again (scheduler_hint)."}, s.shouldRun, mergedSchema[quota.Decision, ShouldRunExtra]),
+			Description: "Opens a LoopX turn (the /loopx steps, a heartbeat): answers whether to work now. A run answer opens the turn on a todo (todo_id names it; else the goal's next one); a skip answer (should_run false) opens nothing and says why and when to check again (next_step, scheduler_hint)."}, s.shouldRun, mergedSchema[quota.Decision, ShouldRunExtra]),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_list", Annotations: readOnly,
 			Description: "List the goal's todos by priority (open and blocked by default)."}, s.todoList),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_add", Annotations: write(),
@@ -236,7 +242,13 @@ func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in Shoul
 	mine, lease := s.turn, s.lease
 	s.mu.Unlock()
 	if mine != "" && (in.TurnInstanceID == "" || in.TurnInstanceID == mine) && s.now().Before(lease) {
-		// Mid-turn: look without recording; the answer is busy because the turn is ours.
+		// Mid-turn: look without recording; the answer is busy because the turn is ours. A
+		// todo named now moves the turn to it while the turn has recorded nothing.
+		if in.TodoID != 0 {
+			if err := s.bind(ctx, mine, in.TodoID); err != nil {
+				return nil, out, explain(tool, s, err)
+			}
+		}
 		if err := s.peek(ctx, tool, &out.Decision); err != nil {
 			return nil, out, err
 		}
@@ -256,8 +268,8 @@ func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in Shoul
 		id = s.pending
 	}
 	s.mu.Unlock()
-	body := api.ShouldRunBody{AgentID: s.agent, TurnInstanceID: id, BeginTurn: true}
-	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("should-run"), body, s.key(tool, body), &out.Decision); err != nil {
+	body := api.ShouldRunBody{AgentID: s.agent, TurnInstanceID: id, BeginTurn: true, TodoID: in.TodoID}
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("should-run"), body, s.key(ctx, tool, body), &out.Decision); err != nil {
 		return nil, out, err // a lost answer keeps the pending id: the retry replays by it
 	}
 	s.mu.Lock()
@@ -265,10 +277,31 @@ func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in Shoul
 		s.pending = ""
 	}
 	if out.Turn != nil && out.Turn.State == store.TurnLive && s.now().Before(out.Turn.LeaseExpiresAt) {
-		s.turn, s.lease = out.Turn.InstanceID, out.Turn.LeaseExpiresAt
+		s.turn, s.lease, s.todo = out.Turn.InstanceID, out.Turn.LeaseExpiresAt, out.Turn.TodoID
 	}
 	s.mu.Unlock()
 	return s.shouldRunAnswer(ctx, out)
+}
+
+// bind moves the session's live turn to todo (POST turns/bind): refused once the turn
+// recorded evidence or its spend. The error is the API's, for the caller to explain.
+func (s *server) bind(ctx context.Context, turn string, todo int64) error {
+	body := api.BindTurnBody{AgentID: s.agent, TurnInstanceID: turn, TodoID: todo}
+	raw, err := s.api.Do(ctx, client.Request{Method: http.MethodPost, Path: s.goalPath("turns", "bind"), Body: body,
+		IdempotencyKey: s.key(ctx, "turn_bind", body)})
+	if err != nil {
+		return err
+	}
+	var t store.Turn
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return fmt.Errorf("decode the server's answer: %w", err)
+	}
+	s.mu.Lock()
+	if s.turn == t.InstanceID {
+		s.todo = t.TodoID
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // peek reads the decision without recording anything.
@@ -281,7 +314,7 @@ func (s *server) settle(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.turn == id {
-		s.turn, s.lease, s.settled = "", time.Time{}, id
+		s.turn, s.lease, s.todo, s.settled = "", time.Time{}, 0, id
 	}
 }
 
@@ -289,10 +322,7 @@ func (s *server) settle(id string) {
 func (s *server) shouldRunAnswer(ctx context.Context, out ShouldRunOut) (*sdk.CallToolResult, ShouldRunOut, error) {
 	s.mu.Lock()
 	if s.turn != "" && s.now().Before(s.lease) {
-		out.YourTurn = &YourTurn{TurnInstanceID: s.turn, LeaseExpiresAt: s.lease}
-		if out.Turn != nil && out.Turn.InstanceID == s.turn {
-			out.YourTurn.TodoID = out.Turn.TodoID
-		}
+		out.YourTurn = &YourTurn{TurnInstanceID: s.turn, LeaseExpiresAt: s.lease, TodoID: s.todo}
 	}
 	s.mu.Unlock()
 	var gates GatesOut
@@ -330,7 +360,11 @@ func nextStepFor(out ShouldRunOut) string {
 	wait := fmt.Sprintf(" Check again in %d minutes (scheduler_hint).", out.SchedulerHint.IntervalMinutes)
 	switch {
 	case out.YourTurn != nil && out.State == quota.StateBusy:
-		fmt.Fprintf(&b, "Your turn %s is live until %s: carry on with it.", out.YourTurn.TurnInstanceID, out.YourTurn.LeaseExpiresAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(&b, "Your turn %s is live until %s", out.YourTurn.TurnInstanceID, out.YourTurn.LeaseExpiresAt.UTC().Format(time.RFC3339))
+		if out.YourTurn.TodoID != 0 {
+			fmt.Fprintf(&b, " on todo %d", out.YourTurn.TodoID)
+		}
+		b.WriteString(": carry on with it.")
 		answered()
 		if len(out.Gates.Open) > 0 {
 			fmt.Fprintf(&b, " Still open: gate(s) %v; do not do what they ask about until an owner answers.", out.Gates.Open)
@@ -343,7 +377,7 @@ func nextStepFor(out ShouldRunOut) string {
 		}
 		b.WriteString(" End with refresh_state and spend_slot.")
 	case out.ShouldRun && out.SelectedTodo != nil:
-		fmt.Fprintf(&b, "Work on todo %d now (%q): todo_claim it, do one bounded slice, evidence_add what you produced, then refresh_state and spend_slot.", out.SelectedTodo.ID, out.SelectedTodo.Text)
+		fmt.Fprintf(&b, "Your turn is open on todo %d (%q): do one bounded slice of it, evidence_add what you produced with todo_id %d, then refresh_state and spend_slot.", out.SelectedTodo.ID, out.SelectedTodo.Text, out.SelectedTodo.ID)
 		answered()
 	case out.ShouldRun:
 		b.WriteString("Work now, then evidence_add, refresh_state and spend_slot.")
@@ -355,7 +389,7 @@ func nextStepFor(out ShouldRunOut) string {
 		fmt.Fprintf(&b, "Waiting for an owner to answer gate(s) %v: stop without spending.", out.Gates.Blocking)
 		b.WriteString(wait)
 	case out.State == quota.StateIdle:
-		b.WriteString("Nothing to do for this agent: stop without spending. If the user gave you a task, add it with todo_add and call should_run again.")
+		b.WriteString("Nothing to do for this agent: stop without spending. If the user gave you a task, add it with todo_add (claim: true) and call should_run with its todo_id.")
 		b.WriteString(wait)
 	default:
 		fmt.Fprintf(&b, "Skip (%s): %s. Stop without spending.", out.State, out.Message)
@@ -395,8 +429,28 @@ func (s *server) todoAdd(ctx context.Context, _ *sdk.CallToolRequest, in TodoAdd
 	if in.Claim {
 		body.ClaimFor = s.agent
 	}
-	err := s.send(ctx, tool, http.MethodPost, s.goalPath("todos"), body, s.key(tool, in), &out.Todo)
-	return nil, out, err
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("todos"), body, s.key(ctx, tool, in), &out.Todo); err != nil {
+		return nil, out, err
+	}
+	s.mu.Lock()
+	turn, todo := s.turn, s.todo
+	live := turn != "" && s.now().Before(s.lease)
+	s.mu.Unlock()
+	if !in.Claim || !live || todo == out.Todo.ID {
+		return nil, out, nil
+	}
+	// A task claimed inside a live turn that has recorded nothing is what the turn is for.
+	err := s.bind(ctx, turn, out.Todo.ID)
+	var ae *api.Error
+	switch {
+	case err == nil:
+		out.NextStep = fmt.Sprintf("Your live turn %s is now on todo %d: work on it, and pass todo_id %d to evidence_add.", turn, out.Todo.ID, out.Todo.ID)
+	case errors.As(err, &ae) && ae.Reason == store.ReasonTurnRecorded:
+		out.NextStep = fmt.Sprintf("Your live turn %s stays on todo %d: it already recorded evidence. Finish that turn; todo %d waits for the next one (should_run with its todo_id).", turn, todo, out.Todo.ID)
+	default:
+		return nil, out, explain(tool, s, err)
+	}
+	return nil, out, nil
 }
 
 func (s *server) todoPath(id int64, rest ...string) string {
@@ -410,7 +464,7 @@ func (s *server) todoClaim(ctx context.Context, _ *sdk.CallToolRequest, in TodoC
 		return nil, out, err
 	}
 	body := api.ClaimBody{AgentID: s.agent, Transfer: in.Transfer, LeaseSeconds: in.LeaseSeconds}
-	err := s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "claim"), body, s.key(tool, in), &out.Todo)
+	err := s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "claim"), body, s.key(ctx, tool, in), &out.Todo)
 	return nil, out, err
 }
 
@@ -437,7 +491,7 @@ func (s *server) todoUpdate(ctx context.Context, _ *sdk.CallToolRequest, in Todo
 		return nil, out, err
 	}
 	body := api.TodoUpdateBody{AgentID: s.agent, Version: v, Text: in.Text, Priority: in.Priority, Status: in.Status, ClearClaim: in.Release}
-	err = s.send(ctx, tool, http.MethodPatch, s.todoPath(in.TodoID), body, s.key(tool, in, v), &out.Todo)
+	err = s.send(ctx, tool, http.MethodPatch, s.todoPath(in.TodoID), body, s.key(ctx, tool, in, v), &out.Todo)
 	return nil, out, err
 }
 
@@ -452,7 +506,7 @@ func (s *server) todoFinish(ctx context.Context, _ *sdk.CallToolRequest, in Todo
 		return nil, out, err
 	}
 	body := api.TodoUpdateBody{AgentID: s.agent, Version: v}
-	err = s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "done"), body, s.key(tool, in, v), &out.Todo)
+	err = s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "done"), body, s.key(ctx, tool, in, v), &out.Todo)
 	return nil, out, err
 }
 
@@ -463,7 +517,7 @@ func (s *server) evidenceAdd(ctx context.Context, _ *sdk.CallToolRequest, in Evi
 		return nil, out, err
 	}
 	body := api.EvidenceBody{AgentID: s.agent, TodoID: in.TodoID, Kind: in.Kind, Summary: in.Summary, Ref: in.Ref}
-	err := s.send(ctx, tool, http.MethodPost, s.goalPath("evidence"), body, s.key(tool, in), &out.Evidence)
+	err := s.send(ctx, tool, http.MethodPost, s.goalPath("evidence"), body, s.key(ctx, tool, in), &out.Evidence)
 	return nil, out, err
 }
 
@@ -474,7 +528,7 @@ func (s *server) gateAsk(ctx context.Context, _ *sdk.CallToolRequest, in GateAsk
 		return nil, out, err
 	}
 	body := api.GateBody{AgentID: s.agent, Question: in.Question, Options: in.Options, TodoID: in.TodoID}
-	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("gates"), body, s.key(tool, in), &out.Gate); err != nil {
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("gates"), body, s.key(ctx, tool, in), &out.Gate); err != nil {
 		return nil, out, err
 	}
 	what := "the whole goal"
@@ -516,7 +570,7 @@ func (s *server) inboxDrain(ctx context.Context, _ *sdk.CallToolRequest, in Inbo
 	acks := s.acks
 	s.mu.Unlock()
 	body := api.DrainBody{Limit: in.Limit}
-	err := s.send(ctx, tool, http.MethodPost, s.inboxPath("drain"), body, s.key(tool, in, acks), &out)
+	err := s.send(ctx, tool, http.MethodPost, s.inboxPath("drain"), body, s.key(ctx, tool, in, s.nonce, acks), &out)
 	return nil, out, err
 }
 
@@ -527,7 +581,7 @@ func (s *server) inboxAck(ctx context.Context, _ *sdk.CallToolRequest, in InboxA
 		return nil, out, err
 	}
 	body := api.AckBody{ItemIDs: in.ItemIDs}
-	if err := s.send(ctx, tool, http.MethodPost, s.inboxPath("ack"), body, s.key(tool, in), &out); err != nil {
+	if err := s.send(ctx, tool, http.MethodPost, s.inboxPath("ack"), body, s.key(ctx, tool, in), &out); err != nil {
 		return nil, out, err
 	}
 	s.mu.Lock()
@@ -543,15 +597,17 @@ func (s *server) inboxReply(ctx context.Context, _ *sdk.CallToolRequest, in Inbo
 		return nil, out, err
 	}
 	body := api.ReplyBody{ItemID: in.ItemID, Text: in.Text}
-	err := s.send(ctx, tool, http.MethodPost, s.inboxPath("reply"), body, s.key(tool, in), &out)
+	err := s.send(ctx, tool, http.MethodPost, s.inboxPath("reply"), body, s.key(ctx, tool, in), &out)
 	return nil, out, err
 }
 
-// turnFor is the turn a settling call names: the one given, else the session's.
-func (s *server) turnFor(given string) string {
+// turnFor is the turn a settling call names: the one given, else the session's (adopting the
+// agent's live turn when this process does not know one: the host restarted it).
+func (s *server) turnFor(ctx context.Context, given string) string {
 	if given != "" {
 		return given
 	}
+	s.adopt(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.turn
@@ -563,8 +619,8 @@ func (s *server) refreshState(ctx context.Context, _ *sdk.CallToolRequest, in Re
 	if err := s.connected(); err != nil {
 		return nil, out, err
 	}
-	body := api.RefreshBody{AgentID: s.agent, TurnInstanceID: s.turnFor(in.TurnInstanceID), NextAction: in.NextAction}
-	err := s.send(ctx, tool, http.MethodPost, s.goalPath("refresh-state"), body, s.key(tool, body), &out.Entry)
+	body := api.RefreshBody{AgentID: s.agent, TurnInstanceID: s.turnFor(ctx, in.TurnInstanceID), NextAction: in.NextAction}
+	err := s.send(ctx, tool, http.MethodPost, s.goalPath("refresh-state"), body, s.key(ctx, tool, body), &out.Entry)
 	return nil, out, err
 }
 
@@ -574,7 +630,7 @@ func (s *server) spendSlot(ctx context.Context, _ *sdk.CallToolRequest, in Spend
 	if err := s.connected(); err != nil {
 		return nil, out, err
 	}
-	turn := s.turnFor(in.TurnInstanceID)
+	turn := s.turnFor(ctx, in.TurnInstanceID)
 	if turn == "" {
 		// A repeated spend for the turn this session settled answers that turn's receipt.
 		s.mu.Lock()
@@ -586,7 +642,7 @@ func (s *server) spendSlot(ctx context.Context, _ *sdk.CallToolRequest, in Spend
 			"if should_run answered skip, end the turn without spending. Pass turn_instance_id only to settle a turn another session opened", tool)
 	}
 	body := api.SpendBody{AgentID: s.agent, TurnInstanceID: turn, TodoID: in.TodoID}
-	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("spend-slot"), body, s.key(tool, body), &out.Receipt); err != nil {
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("spend-slot"), body, s.key(ctx, tool, body), &out.Receipt); err != nil {
 		return nil, out, err
 	}
 	s.settle(turn)

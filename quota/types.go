@@ -105,5 +105,8 @@ type ShouldRunParams struct {
 	// BeginTurn opens a turn (with TurnInstanceID, or a generated id) when the decision is run.
 	BeginTurn     bool
 	LeaseDuration time.Duration // lease of the opened turn; 0 = 30 minutes
-	Meta          store.Meta
+	// TodoID, when set, is the todo the turn is for: it is selected (and claimed when the turn
+	// opens) instead of the highest-priority one, if the agent may work on it.
+	TodoID int64
+	Meta   store.Meta
 }

@@ -130,6 +130,9 @@ const (
 	// ReasonNotOwed (refused): the spend is not owed (the turn was skipped, is unknown,
 	// failed or was abandoned, or was opened or settled for another todo).
 	ReasonNotOwed = "spend_not_owed"
+	// ReasonTurnRecorded (refused): the live turn already recorded evidence or its spend, so
+	// it stays on its todo.
+	ReasonTurnRecorded = "turn_recorded"
 )
 
 // ErrorReason is one reason with the kind it refines and what it means.
@@ -144,6 +147,7 @@ var errorReasons = []ErrorReason{
 	{ReasonClaimed, CodeConflict, "another agent holds the todo (claim with `transfer`, or pick another)"},
 	{ReasonGateClosed, CodeRefused, "the gate is no longer open: it was answered or cancelled"},
 	{ReasonNotOwed, CodeRefused, "no slot is owed for this turn: it was skipped, is unknown, failed or was abandoned, or is another todo's"},
+	{ReasonTurnRecorded, CodeRefused, "the live turn already recorded evidence or its spend: it stays on its todo"},
 }
 
 // ErrorReasons returns every reason, in the order docs/api.md lists them.
