@@ -43,7 +43,8 @@ func (b *bundle) reload(t *testing.T) {
 }
 
 func (b *bundle) params(host, scope string) hosts.Params {
-	return hosts.Params{Host: host, Scope: scope, Project: b.project, Home: b.home, Command: []string{loopxBin, "mcp"}}
+	return hosts.Params{Host: host, Scope: scope, Project: b.project, Home: b.home, Command: []string{loopxBin, "mcp"},
+		SharedCommand: []string{"loopx", "mcp"}}
 }
 
 func (b *bundle) install(t *testing.T, host, scope string) *hosts.Plan {
@@ -200,8 +201,7 @@ func TestCursorFiles(t *testing.T) {
 	require.Equal(t, []string{"mcpServers"}, keys(doc))
 	entry := dig(t, doc, "mcpServers", "loopx").(map[string]any)
 	requireSubset(t, keys(entry), []string{"type", "command", "args", "env", "envFile", "url", "headers"}, "cursor mcp server")
-	require.Equal(t, loopxBin, entry["command"])
-	require.True(t, filepath.IsAbs(entry["command"].(string)), "Cursor may not have the shell's PATH")
+	require.Equal(t, "loopx", entry["command"], "a file the project commits names no path of this machine")
 	require.Equal(t, []any{"mcp", "--project", "${workspaceFolder}"}, entry["args"])
 
 	fm, body := frontmatter(t, filepath.Join(b.project, ".cursor", "rules", "loopx.mdc"))
@@ -217,7 +217,9 @@ func TestCursorFiles(t *testing.T) {
 	require.Contains(t, string(cmd), "should_run")
 
 	b.install(t, hosts.Cursor, hosts.ScopeUser)
-	require.Equal(t, loopxBin, dig(t, readJSON(t, filepath.Join(b.home, ".cursor", "mcp.json")), "mcpServers", "loopx", "command"))
+	user := dig(t, readJSON(t, filepath.Join(b.home, ".cursor", "mcp.json")), "mcpServers", "loopx", "command").(string)
+	require.Equal(t, loopxBin, user)
+	require.True(t, filepath.IsAbs(user), "the user's own file: an absolute path, as Cursor may not have the shell's PATH")
 	require.FileExists(t, filepath.Join(b.home, ".cursor", "commands", "loopx.md"))
 }
 
@@ -234,7 +236,7 @@ func TestOpenCodeFiles(t *testing.T) {
 	entry := dig(t, doc, "mcp", "loopx").(map[string]any)
 	requireSubset(t, keys(entry), []string{"type", "command", "environment", "enabled", "timeout", "cwd"}, "opencode local server")
 	require.Equal(t, "local", entry["type"], "type is required")
-	require.Equal(t, []any{loopxBin, "mcp"}, entry["command"], "command is an array of strings, never one string")
+	require.Equal(t, []any{"loopx", "mcp"}, entry["command"], "command is an array of strings, never one string; no machine's path in a committed file")
 	require.Equal(t, true, entry["enabled"])
 
 	fm, body := frontmatter(t, filepath.Join(b.project, ".opencode", "commands", "loopx.md"))
@@ -465,7 +467,8 @@ func TestUninstallKeepsWhatTheUserChangedAndReinstallUpdatesOurEntry(t *testing.
 	require.NoError(t, os.WriteFile(skill, []byte(edited), 0o644))
 	status := hosts.Status(b.m, b.project)
 	require.Len(t, status, 1)
-	require.Equal(t, []string{skill + " (changed)"}, status[0].Missing)
+	require.Equal(t, []string{skill}, status[0].Changed, "changed, not missing")
+	require.Empty(t, status[0].Missing)
 
 	// A new binary path: the entry the install wrote is updated, not refused.
 	p := b.params(hosts.ClaudeCode, hosts.ScopeProject)
@@ -484,6 +487,43 @@ func TestUninstallKeepsWhatTheUserChangedAndReinstallUpdatesOurEntry(t *testing.
 	require.FileExists(t, skill)
 	_, err = os.Stat(filepath.Join(b.home, ".claude.json"))
 	require.ErrorIs(t, err, fs.ErrNotExist, "the install created ~/.claude.json and it is empty again")
+}
+
+// TestUninstallKeepsAnEditedBlockAndSaysSo: a Codex table the user edited is kept, and the
+// uninstall says where to remove it by hand; status calls it changed, a removed one missing.
+func TestUninstallKeepsAnEditedBlockAndSaysSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.install(t, hosts.Codex, hosts.ScopeUser)
+	cfg := filepath.Join(b.home, ".codex", "config.toml")
+	raw, err := os.ReadFile(cfg)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(raw), "# BEGIN loopx\n"), "a short begin line: %q", raw)
+	edited := strings.Replace(string(raw), "tool_timeout_sec = 120", "tool_timeout_sec = 600", 1)
+	require.NoError(t, os.WriteFile(cfg, []byte(edited), 0o600))
+	require.Equal(t, []string{cfg + " (the loopx block)"}, hosts.Status(b.m, b.project)[0].Changed)
+
+	plan := b.uninstall(t, hosts.Codex, hosts.ScopeUser)
+	require.Len(t, plan.Kept, 1)
+	require.Contains(t, plan.Kept[0], "edited since the install: remove it by hand")
+	after, err := os.ReadFile(cfg)
+	require.NoError(t, err)
+	require.Equal(t, edited, string(after))
+}
+
+// TestJSONCRefusalPrintsTheEntry: a file with comments is refused with what to add by hand.
+func TestJSONCRefusalPrintsTheEntry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	path := filepath.Join(b.project, ".cursor", "mcp.json")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte("// mine\n{\"mcpServers\": {}}\n"), 0o644))
+	_, err := hosts.Install(b.params(hosts.Cursor, hosts.ScopeProject), b.m)
+	var ce *hosts.ConflictError
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.Contains(t, err.Error(), "Add this by hand")
+	require.Contains(t, err.Error(), "set mcpServers > loopx: {")
+	require.Contains(t, err.Error(), `"command": "loopx"`)
 }
 
 // requireNoGate: an always-on text (read in every session, for every request) describes the

@@ -48,6 +48,10 @@ type Params struct {
 	// Command is the MCP server's argv: the loopx binary (absolute, so a host started from a
 	// GUI without the shell's PATH finds it) and "mcp".
 	Command []string
+	// SharedCommand is the argv for files a project usually commits (Cursor's and OpenCode's
+	// project config, a project's .codex/config.toml): no machine's path, "loopx" on PATH,
+	// unless the user gave --command. Empty: Command.
+	SharedCommand []string
 	// LoopxConfigDir is where loopx keeps tokens when that is not Home/.config/loopx; hosts
 	// that filter the server's environment (Codex) are told it.
 	LoopxConfigDir string
@@ -135,6 +139,13 @@ func appendStr(keys []string, s string) Item {
 // specs lists the files of one host and scope.
 func specs(p Params) []fileSpec {
 	cmd := p.Command
+	shared := p.SharedCommand
+	if len(shared) == 0 {
+		shared = cmd
+	}
+	if p.scope() == ScopeProject && p.Host != ClaudeCode {
+		cmd = shared // Claude's project entry lives in the user's own ~/.claude.json
+	}
 	xdg := p.XDGConfigHome
 	if xdg == "" {
 		xdg = filepath.Join(p.Home, ".config")

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"loopx/api"
@@ -47,28 +48,38 @@ func (s *server) addResources(srv *sdk.Server) {
 	srv.AddResource(&sdk.Resource{URI: GoalURI, Name: "goal", Title: "LoopX goal contract", MIMEType: "application/json",
 		Description: "The goal this project works on: objective, owners, quota policy, schedules, and the turn rules."},
 		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-			if err := s.connected(); err != nil {
-				return nil, err
+			if err := s.connected(ctx); err != nil {
+				return nil, rpcError(err)
 			}
 			c := GoalContract{GoalID: s.goal, AgentID: s.agent, TurnRules: turnRules}
 			if err := s.get(ctx, "read "+GoalURI, s.goalPath(), nil, &c.Goal); err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			return jsonResource(req.Params.URI, c)
 		})
 	srv.AddResource(&sdk.Resource{URI: StateURI, Name: "state", Title: "LoopX state", MIMEType: "application/json",
 		Description: "The current state for this agent: the decision should_run would give, open gates, turns, evidence, quota, inbox."},
 		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-			if err := s.connected(); err != nil {
-				return nil, err
+			if err := s.connected(ctx); err != nil {
+				return nil, rpcError(err)
 			}
 			var st api.Status
 			if err := s.get(ctx, "read "+StateURI, s.goalPath("status"), url.Values{"agent_id": {s.agent}}, &st); err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			return jsonResource(req.Params.URI, st)
 		})
 }
+
+// rpcError is the JSON-RPC error of a resource or prompt that failed (a tool's failures are
+// tool results instead): the SDK would send a plain error with code 0, which JSON-RPC does
+// not allow. -32000 is the start of the range the specification leaves to servers.
+func rpcError(err error) error {
+	return &jsonrpc.Error{Code: codeServerError, Message: err.Error()}
+}
+
+// codeServerError is the JSON-RPC code of every error the server itself answers.
+const codeServerError = -32000
 
 func jsonResource(uri string, v any) (*sdk.ReadResourceResult, error) {
 	b, err := json.MarshalIndent(v, "", "  ")
@@ -85,12 +96,12 @@ func (s *server) addPrompts(srv *sdk.Server) {
 		Description: "One LoopX-governed turn on this project's goal, for its current state.",
 		Arguments:   []*sdk.PromptArgument{{Name: "task", Description: "what the user wants done in this turn (optional)"}}},
 		func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
-			if err := s.connected(); err != nil {
-				return nil, err
+			if err := s.connected(ctx); err != nil {
+				return nil, rpcError(err)
 			}
 			text, err := s.turnPrompt(ctx, req.Params.Arguments["task"])
 			if err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			return &sdk.GetPromptResult{Description: "LoopX turn for goal " + s.goal,
 				Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: text}}}}, nil

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"reflect"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"loopx/api"
 	"loopx/api/client"
 	"loopx/store"
 	"loopx/templates"
@@ -72,6 +74,8 @@ type server struct {
 	pending string    // a minted turn id whose should_run answer has not arrived yet
 	settled string    // the last turn this session settled (a repeated spend replays it)
 	acks    int       // successful inbox_ack calls; part of inbox_drain's key
+	checked bool      // the token was checked (whoami): an agent's
+	refused string    // why the token is refused (the admin token); every call answers it
 }
 
 // New returns the MCP server for one session.
@@ -122,10 +126,37 @@ func (s *server) instructions() string {
 }
 
 // connected is nil with a connection; without one it is every tool's answer, saying what to
-// do.
-func (s *server) connected() error {
+// do. The first call checks the token once: the tools work as one agent, never as the admin
+// (a LOOPX_TOKEN holding the admin token is refused, as /mcp refuses it).
+func (s *server) connected(ctx context.Context) error {
 	if s.api == nil {
 		return errors.New(s.unconnected)
+	}
+	s.mu.Lock()
+	checked, refused := s.checked, s.refused
+	s.mu.Unlock()
+	if refused != "" {
+		return errors.New(refused)
+	}
+	if checked {
+		return nil
+	}
+	var who api.Whoami
+	raw, err := s.api.Do(ctx, client.Request{Method: http.MethodGet, Path: "/v1/whoami"})
+	if err != nil {
+		return nil // the call itself will say what is wrong with the server or the token
+	}
+	if err := json.Unmarshal(raw, &who); err != nil {
+		return fmt.Errorf("check the token: decode the server's answer: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checked = true
+	if who.Admin {
+		s.refused = "loopx mcp works as one agent, but its token (LOOPX_TOKEN) is the admin token, which the tools never use. " +
+			fmt.Sprintf("Ask the user to unset LOOPX_TOKEN (loopx connect stored the token of agent %q on goal %q for this machine) "+
+				"or to set it to that agent's token, then reload the host.", s.agent, s.goal)
+		return errors.New(s.refused)
 	}
 	return nil
 }
@@ -229,26 +260,43 @@ func (s *server) send(ctx context.Context, tool, method, path string, body any, 
 
 func (s *server) goalPath(rest ...string) string { return client.GoalPath(s.goal, rest...) }
 
-// schemaFor infers T's JSON schema. Raw JSON members (a ledger entry's detail) may hold any
-// JSON value, not the byte array Go's type suggests.
+// schemaFor infers T's JSON schema. Raw JSON members (a ledger entry's detail) hold a JSON
+// object, not the byte array Go's type suggests.
 func schemaFor[T any]() (*jsonschema.Schema, error) {
 	return jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[json.RawMessage](): {},
+		reflect.TypeFor[json.RawMessage](): {Type: "object"},
 	}})
 }
 
-// addTool registers a typed tool with its output schema: infer's when given, else Out's,
-// computed once per process (Shared) and reused by every session.
+// addTool registers a typed tool with its input and output schemas, made portable
+// (schema.go): the output's is infer's when given, else Out's. Both are computed once per
+// process (Shared) and reused by every session.
 func addTool[In, Out any](sh *Shared, srv *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out], infer ...func() (*jsonschema.Schema, error)) error {
 	f := schemaFor[Out]
 	if len(infer) > 0 {
 		f = infer[0]
 	}
-	out, err := sh.outputSchema(t.Name, f)
+	out, err := sh.outputSchema(t.Name, func() (*jsonschema.Schema, error) {
+		s, err := f()
+		if err != nil {
+			return nil, err
+		}
+		return portableOutput(s), nil
+	})
 	if err != nil {
 		return fmt.Errorf("output schema of %s: %w", t.Name, err)
 	}
-	t.OutputSchema = out
+	in, err := sh.outputSchema("input of "+t.Name, func() (*jsonschema.Schema, error) {
+		s, err := schemaFor[In]()
+		if err != nil {
+			return nil, err
+		}
+		return portableInput(s, inputEnums[t.Name]), nil
+	})
+	if err != nil {
+		return fmt.Errorf("input schema of %s: %w", t.Name, err)
+	}
+	t.InputSchema, t.OutputSchema = in, out
 	sdk.AddTool(srv, t, h)
 	return nil
 }

@@ -181,6 +181,14 @@ type GoalStatusIn struct{}
 
 func boolPtr(b bool) *bool { return &b }
 
+// inputEnums are the closed sets of the tools' inputs, by tool and property.
+var inputEnums = map[string]map[string][]any{
+	"todo_add":     {"role": {"agent", "user"}},
+	"todo_update":  {"status": {store.TodoOpen, store.TodoBlocked, store.TodoDone, store.TodoCancelled}},
+	"evidence_add": {"kind": {"link", "command", "note", "artifact"}},
+	"gate_list":    {"status": {store.GateOpen, store.GateApproved, store.GateRejected, store.GateAnswered, store.GateCancelled}},
+}
+
 func (s *server) addTools(srv *sdk.Server) error {
 	readOnly := &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
 	write := func() *sdk.ToolAnnotations {
@@ -228,7 +236,7 @@ func (s *server) addTools(srv *sdk.Server) error {
 func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in ShouldRunIn) (*sdk.CallToolResult, ShouldRunOut, error) {
 	const tool = "should_run"
 	var out ShouldRunOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	if in.BeginTurn != nil && !*in.BeginTurn {
@@ -400,7 +408,7 @@ func nextStepFor(out ShouldRunOut) string {
 
 func (s *server) todoList(ctx context.Context, _ *sdk.CallToolRequest, in TodoListIn) (*sdk.CallToolResult, TodosOut, error) {
 	var out TodosOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	q := url.Values{"status": {"open,blocked"}}
@@ -422,7 +430,7 @@ func (s *server) todoList(ctx context.Context, _ *sdk.CallToolRequest, in TodoLi
 func (s *server) todoAdd(ctx context.Context, _ *sdk.CallToolRequest, in TodoAddIn) (*sdk.CallToolResult, TodoOut, error) {
 	const tool = "todo_add"
 	var out TodoOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.TodoBody{Text: in.Text, Role: in.Role, Priority: in.Priority}
@@ -460,7 +468,7 @@ func (s *server) todoPath(id int64, rest ...string) string {
 func (s *server) todoClaim(ctx context.Context, _ *sdk.CallToolRequest, in TodoClaimIn) (*sdk.CallToolResult, TodoOut, error) {
 	const tool = "todo_claim"
 	var out TodoOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.ClaimBody{AgentID: s.agent, Transfer: in.Transfer, LeaseSeconds: in.LeaseSeconds}
@@ -483,7 +491,7 @@ func (s *server) version(ctx context.Context, tool string, todo, given int64) (i
 func (s *server) todoUpdate(ctx context.Context, _ *sdk.CallToolRequest, in TodoUpdateIn) (*sdk.CallToolResult, TodoOut, error) {
 	const tool = "todo_update"
 	var out TodoOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	v, err := s.version(ctx, tool, in.TodoID, in.Version)
@@ -498,7 +506,7 @@ func (s *server) todoUpdate(ctx context.Context, _ *sdk.CallToolRequest, in Todo
 func (s *server) todoFinish(ctx context.Context, _ *sdk.CallToolRequest, in TodoFinishIn) (*sdk.CallToolResult, TodoOut, error) {
 	const tool = "todo_finish"
 	var out TodoOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	v, err := s.version(ctx, tool, in.TodoID, in.Version)
@@ -513,7 +521,7 @@ func (s *server) todoFinish(ctx context.Context, _ *sdk.CallToolRequest, in Todo
 func (s *server) evidenceAdd(ctx context.Context, _ *sdk.CallToolRequest, in EvidenceAddIn) (*sdk.CallToolResult, EvidenceOut, error) {
 	const tool = "evidence_add"
 	var out EvidenceOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.EvidenceBody{AgentID: s.agent, TodoID: in.TodoID, Kind: in.Kind, Summary: in.Summary, Ref: in.Ref}
@@ -524,7 +532,7 @@ func (s *server) evidenceAdd(ctx context.Context, _ *sdk.CallToolRequest, in Evi
 func (s *server) gateAsk(ctx context.Context, _ *sdk.CallToolRequest, in GateAskIn) (*sdk.CallToolResult, GateOut, error) {
 	const tool = "gate_ask"
 	var out GateOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.GateBody{AgentID: s.agent, Question: in.Question, Options: in.Options, TodoID: in.TodoID}
@@ -542,7 +550,7 @@ func (s *server) gateAsk(ctx context.Context, _ *sdk.CallToolRequest, in GateAsk
 
 func (s *server) gateList(ctx context.Context, _ *sdk.CallToolRequest, in GateListIn) (*sdk.CallToolResult, GatesOut, error) {
 	var out GatesOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	q := url.Values{}
@@ -563,7 +571,7 @@ func (s *server) inboxPath(verb string) string { return s.goalPath("agents", s.a
 func (s *server) inboxDrain(ctx context.Context, _ *sdk.CallToolRequest, in InboxDrainIn) (*sdk.CallToolResult, api.InboxItems, error) {
 	const tool = "inbox_drain"
 	var out api.InboxItems
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	s.mu.Lock()
@@ -577,7 +585,7 @@ func (s *server) inboxDrain(ctx context.Context, _ *sdk.CallToolRequest, in Inbo
 func (s *server) inboxAck(ctx context.Context, _ *sdk.CallToolRequest, in InboxAckIn) (*sdk.CallToolResult, api.InboxItems, error) {
 	const tool = "inbox_ack"
 	var out api.InboxItems
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.AckBody{ItemIDs: in.ItemIDs}
@@ -593,7 +601,7 @@ func (s *server) inboxAck(ctx context.Context, _ *sdk.CallToolRequest, in InboxA
 func (s *server) inboxReply(ctx context.Context, _ *sdk.CallToolRequest, in InboxReplyIn) (*sdk.CallToolResult, inbox.ReplyResult, error) {
 	const tool = "inbox_reply"
 	var out inbox.ReplyResult
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.ReplyBody{ItemID: in.ItemID, Text: in.Text}
@@ -616,7 +624,7 @@ func (s *server) turnFor(ctx context.Context, given string) string {
 func (s *server) refreshState(ctx context.Context, _ *sdk.CallToolRequest, in RefreshStateIn) (*sdk.CallToolResult, RefreshStateOut, error) {
 	const tool = "refresh_state"
 	var out RefreshStateOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.RefreshBody{AgentID: s.agent, TurnInstanceID: s.turnFor(ctx, in.TurnInstanceID), NextAction: in.NextAction}
@@ -627,7 +635,7 @@ func (s *server) refreshState(ctx context.Context, _ *sdk.CallToolRequest, in Re
 func (s *server) spendSlot(ctx context.Context, _ *sdk.CallToolRequest, in SpendSlotIn) (*sdk.CallToolResult, SpendSlotOut, error) {
 	const tool = "spend_slot"
 	var out SpendSlotOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	turn := s.turnFor(ctx, in.TurnInstanceID)
@@ -651,7 +659,7 @@ func (s *server) spendSlot(ctx context.Context, _ *sdk.CallToolRequest, in Spend
 
 func (s *server) goalStatus(ctx context.Context, _ *sdk.CallToolRequest, _ GoalStatusIn) (*sdk.CallToolResult, api.Status, error) {
 	var out api.Status
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	err := s.get(ctx, "goal_status", s.goalPath("status"), url.Values{"agent_id": {s.agent}}, &out)

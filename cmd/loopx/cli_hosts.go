@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -148,6 +149,7 @@ func (a *app) hostParams(host, scope, dir, command string) (hosts.Params, *hosts
 			return p, nil, fmt.Errorf("find this binary (pass --command): %w", err)
 		}
 		p.Command = []string{exe, "mcp"}
+		p.SharedCommand = []string{"loopx", "mcp"} // files a project commits name no machine's path
 	default:
 		if strings.ContainsRune(command, os.PathSeparator) {
 			if command, err = filepath.Abs(command); err != nil {
@@ -240,17 +242,22 @@ func nextSteps(p hosts.Params) string {
 	case hosts.ClaudeCode:
 		s = "Next: start claude in the project (claude mcp list shows loopx connected); /loopx <task> runs one turn, /loop /loopx keeps going at LoopX's pace."
 		if p.Scope == hosts.ScopeProject {
-			s += "\nKeep .claude/settings.local.json out of git. .mcp.json names this machine's loopx binary; use --command loopx for a PATH-relative entry to commit."
+			s += "\nThe server entry is yours alone (~/.claude.json, this project); keep .claude/settings.local.json out of git."
 		}
 	case hosts.Codex:
 		s = "Next: codex mcp list shows loopx; in the project, type $loopx <task> for a turn."
 		if p.Scope == hosts.ScopeProject {
-			s += "\nCodex reads .codex/config.toml only in a trusted project: trust it once (codex --trust, or [projects.\"" + p.Project + "\"] trust_level = \"trusted\" in ~/.codex/config.toml)."
+			s += "\nCodex reads .codex/config.toml only in a trusted project: trust it once (codex exec --trust, or [projects.\"" + p.Project + "\"] trust_level = \"trusted\" in ~/.codex/config.toml)."
 		}
 	case hosts.Cursor:
 		s = "Next: open the project in Cursor, turn the loopx server on in Settings > MCP (Tools & MCP), then /loopx <task> in the agent chat."
 	case hosts.OpenCode:
 		s = "Next: opencode mcp list shows loopx connected; /loopx <task> runs a turn."
+	}
+	if p.Scope == hosts.ScopeProject && p.Host != hosts.ClaudeCode && len(p.SharedCommand) > 0 && p.SharedCommand[0] == "loopx" {
+		if _, err := exec.LookPath("loopx"); err != nil {
+			s += "\nThe project's files run `loopx mcp` from PATH (they are usually committed, so they name no path of this machine), and loopx is not on PATH here: put it there, or pass --command with its path."
+		}
 	}
 	if _, err := project.Load(p.Project); err != nil {
 		s += "\nThis folder is not connected yet: run loopx connect here, or loopx mcp has no goal to work on."
@@ -268,7 +275,7 @@ func printHostsStatus(w io.Writer, root string, list []hosts.Installed, connecte
 	for _, in := range list {
 		installed[in.Host] = true
 		state := "installed"
-		if len(in.Missing) > 0 {
+		if len(in.Missing)+len(in.Changed) > 0 {
 			state = "changed since the install"
 		}
 		fmt.Fprintf(w, "%-12s %-8s %s, runs %s\n", in.Host, in.Scope, state, strings.Join(in.Command, " "))
@@ -277,6 +284,9 @@ func printHostsStatus(w io.Writer, root string, list []hosts.Installed, connecte
 		}
 		for _, m := range in.Missing {
 			fmt.Fprintf(w, "    missing: %s\n", m)
+		}
+		for _, c := range in.Changed {
+			fmt.Fprintf(w, "    changed: %s\n", c)
 		}
 	}
 	for _, h := range hosts.Hosts() {
