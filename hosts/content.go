@@ -3,6 +3,7 @@ package hosts
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"loopx/templates"
 )
@@ -132,5 +133,12 @@ func codexBlock(argv []string, configDir string) string {
 	if configDir != "" {
 		fmt.Fprintf(&b, "env = { LOOPX_CONFIG_DIR = %s }\n", tomlQuote(configDir))
 	}
+	// The permission hook (https://developers.openai.com/codex/hooks): Codex asks it before
+	// an approval prompt. Codex runs a hook only once the user trusted it (/hooks).
+	b.WriteString("\n[[hooks.PermissionRequest]]\n")
+	b.WriteString("[[hooks.PermissionRequest.hooks]]\n")
+	b.WriteString("type = \"command\"\n")
+	fmt.Fprintf(&b, "command = %s\n", tomlQuote(permissionHook(argv, Codex)))
+	fmt.Fprintf(&b, "timeout = %d\n", int(PermissionHookTimeout/time.Second))
 	return b.String()
 }

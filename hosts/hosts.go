@@ -292,6 +292,12 @@ func applyJSON(spec fileSpec, old []byte, earlier func(Item) *Item) ([]byte, []I
 			if !cur.isArr {
 				return nil, nil, conflict("%s: %s is not a list", spec.path, strings.Join(it.Keys, "."))
 			}
+			if e := earlier(it); e != nil {
+				// Ours from an earlier install with another value (a new binary path): replace it.
+				if old, err := parseJSON(e.Value); err == nil && old.canonical() != val.canonical() {
+					cur.arr = slices.DeleteFunc(cur.arr, func(n *node) bool { return n.canonical() == old.canonical() })
+				}
+			}
 			present := slices.ContainsFunc(cur.arr, func(n *node) bool { return n.canonical() == val.canonical() })
 			if present {
 				it, _ = keep(it)

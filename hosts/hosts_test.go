@@ -165,6 +165,13 @@ func TestCodexFiles(t *testing.T) {
 			StartupTimeoutSec float64           `toml:"startup_timeout_sec"`
 			ToolTimeoutSec    float64           `toml:"tool_timeout_sec"`
 		} `toml:"mcp_servers"`
+		Hooks map[string][]struct {
+			Hooks []struct {
+				Type    string `toml:"type"`
+				Command string `toml:"command"`
+				Timeout int    `toml:"timeout"`
+			} `toml:"hooks"`
+		} `toml:"hooks"`
 	}
 	md, err := toml.DecodeFile(filepath.Join(b.home, ".codex", "config.toml"), &cfg)
 	require.NoError(t, err)
@@ -174,6 +181,11 @@ func TestCodexFiles(t *testing.T) {
 	require.Equal(t, []string{"mcp"}, s.Args)
 	require.Equal(t, map[string]string{"LOOPX_CONFIG_DIR": "/srv/cfg/loopx"}, s.Env, "Codex passes no LOOPX_ or XDG_ variable to the server")
 	require.GreaterOrEqual(t, s.StartupTimeoutSec, 20.0)
+	require.Len(t, cfg.Hooks["PermissionRequest"], 1, "Codex's permission hook")
+	hook := cfg.Hooks["PermissionRequest"][0].Hooks[0]
+	require.Equal(t, "command", hook.Type)
+	require.Equal(t, `'C:\Program Files\loopx\loopx.exe' hook permission --host codex --host-timeout 1h0m0s`, hook.Command)
+	require.Equal(t, 3600, hook.Timeout)
 	fm, body := frontmatter(t, filepath.Join(b.home, ".codex", "skills", "loopx", "SKILL.md"))
 	require.Equal(t, "loopx", fm["name"])
 	require.NotEmpty(t, fm["description"], "Codex requires name and description")
@@ -367,11 +379,11 @@ func TestInstallMergesIsIdempotentAndUninstallRemovesExactlyIt(t *testing.T) {
 	settings := readJSON(t, b.path("proj/.claude/settings.local.json"))
 	require.Equal(t, []any{"Bash(ls:*)", "mcp__loopx"}, dig(t, settings, "permissions", "allow"), "no duplicate")
 	require.Equal(t, "opus", settings["model"])
-	raw, err := os.ReadFile(b.path("proj/.claude/settings.local.json"))
-	require.NoError(t, err)
-	require.Equal(t, userFiles["proj/.claude/settings.local.json"], string(raw), "nothing to add: the file is untouched")
+	hook := dig(t, settings, "hooks", "PermissionRequest").([]any)
+	require.Len(t, hook, 1, "the permission hook, once")
+	require.Equal(t, loopxBin+" hook permission --host claude-code --host-timeout 1h0m0s", dig(t, hook[0], "hooks").([]any)[0].(map[string]any)["command"])
 	var codex map[string]any
-	_, err = toml.DecodeFile(b.path("home/.codex/config.toml"), &codex)
+	_, err := toml.DecodeFile(b.path("home/.codex/config.toml"), &codex)
 	require.NoError(t, err)
 	require.Equal(t, "o3", codex["model"])
 	require.Contains(t, dig(t, codex, "mcp_servers"), "docs")
@@ -417,7 +429,7 @@ func TestDryRunPrintsTheDiffAndWritesNothing(t *testing.T) {
 	diff := plan.Diff()
 	cfg := b.path("home/.codex/config.toml")
 	require.Contains(t, diff, "--- "+cfg+"\n+++ "+cfg+"\n")
-	require.Contains(t, diff, "@@ -3,3 +3,11 @@\n \n [mcp_servers.docs]\n command = \"docs-mcp\"\n+\n+# BEGIN loopx")
+	require.Contains(t, diff, "@@ -3,3 +3,17 @@\n \n [mcp_servers.docs]\n command = \"docs-mcp\"\n+\n+# BEGIN loopx")
 	require.Contains(t, diff, "+[mcp_servers.loopx]\n")
 	require.Contains(t, diff, "--- /dev/null\n+++ "+b.path("home/.codex/skills/loopx/SKILL.md"))
 	require.Equal(t, before, b.snapshot(t), "planning writes nothing")
@@ -475,7 +487,7 @@ func TestUninstallKeepsWhatTheUserChangedAndReinstallUpdatesOurEntry(t *testing.
 	p.Command = []string{"/usr/local/bin/loopx", "mcp"}
 	plan, err := hosts.Install(p, b.m)
 	require.NoError(t, err)
-	require.Len(t, plan.Changes, 2, "the entry and the skill (back to ours)")
+	require.Len(t, plan.Changes, 3, "the entry, the permission hook (the new path, replacing the old) and the skill (back to ours)")
 	require.NoError(t, plan.Apply())
 	b.reload(t)
 	real, _ := filepath.EvalSymlinks(b.project)

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 )
 
 // Host names.
@@ -136,6 +138,38 @@ func appendStr(keys []string, s string) Item {
 	return Item{Kind: itemAppend, Keys: keys, Value: b}
 }
 
+func appendVal(keys []string, v any) Item {
+	b, _ := marshal(v)
+	return Item{Kind: itemAppend, Keys: keys, Value: b}
+}
+
+// PermissionHookTimeout is how long a host lets `loopx hook permission` wait for an owner
+// (its hook timeout); the hook answers before it. A goal whose limit is longer is cut to it.
+const PermissionHookTimeout = time.Hour
+
+// permissionHook is the host's command line for the permission hook.
+func permissionHook(cmd []string, host string) string {
+	return shellQuote(cmd[0]) + " hook permission --host " + host + " --host-timeout " + PermissionHookTimeout.String()
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// claudeHooks is the settings' hooks entry for Claude Code's PermissionRequest event
+// (https://code.claude.com/docs/en/hooks): every tool, our command, our timeout in seconds.
+func claudeHooks(cmd []string) Item {
+	return appendVal([]string{"hooks", "PermissionRequest"}, map[string]any{
+		"matcher": "*",
+		"hooks": []any{map[string]any{"type": "command", "command": permissionHook(cmd, ClaudeCode),
+			"timeout": int(PermissionHookTimeout / time.Second)}},
+	})
+}
+
 // specs lists the files of one host and scope.
 func specs(p Params) []fileSpec {
 	cmd := p.Command
@@ -170,7 +204,7 @@ func specs(p Params) []fileSpec {
 				{path: filepath.Join(p.Home, ".claude.json"), kind: kindJSON, mode: 0o600,
 					items: []Item{set([]string{"projects", p.claudeProject(), "mcpServers", ServerName}, entry)}},
 				{path: filepath.Join(p.Project, ".claude", "settings.local.json"), kind: kindJSON, mode: 0o644,
-					items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName)}},
+					items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName), claudeHooks(cmd)}},
 				owned(filepath.Join(p.Project, ".claude", "skills", CommandName, "SKILL.md"), claudeSkill()),
 			}
 		}
@@ -178,7 +212,7 @@ func specs(p Params) []fileSpec {
 			{path: filepath.Join(p.Home, ".claude.json"), kind: kindJSON, mode: 0o600,
 				items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
 			{path: filepath.Join(p.Home, ".claude", "settings.json"), kind: kindJSON, mode: 0o644,
-				items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName)}},
+				items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName), claudeHooks(cmd)}},
 			owned(filepath.Join(p.Home, ".claude", "skills", CommandName, "SKILL.md"), claudeSkill()),
 		}
 	case Codex:
