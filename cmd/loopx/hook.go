@@ -226,3 +226,63 @@ func clipTo(s string, n int) string {
 	}
 	return string([]rune(s)[:n-1]) + "…"
 }
+
+// permissionsCommand shows and sets a goal's rules for permission requests.
+func (a *app) permissionsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "permissions",
+		Short: "A goal's rules for the hosts' permission prompts: the time limit, tools allowed or denied without asking",
+	}
+	var goal string
+	show := &cobra.Command{
+		Use:     "show",
+		Short:   "Show the goal's permission rules",
+		Example: `  loopx permissions show --goal-id demo`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return a.call(c, http.MethodGet, goalPath(goal, "permission-policy"), nil, nil, nil)
+		},
+	}
+	show.Flags().StringVar(&goal, "goal-id", "", "goal id")
+	var timeout time.Duration
+	var allow, deny []string
+	set := &cobra.Command{
+		Use:   "set",
+		Short: "Set the goal's permission rules (admin): what is not given stays as it is",
+		Long: `Set how long a permission card waits for an owner before the request is denied (10s to
+24h; default 10m), and the tools run or denied without asking (a name as the host gives it,
+such as Bash or mcp__github__create_issue, or a prefix ending in *). A deny rule wins.
+--allow "" (or --deny "") empties the list.`,
+		Example: `  loopx permissions set --goal-id demo --timeout 5m --allow Read --allow "mcp__github__get_*" --deny WebFetch`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var b api.PolicyBody
+			if c.Flags().Changed("timeout") {
+				secs := int(timeout / time.Second)
+				b.TimeoutSeconds = &secs
+			}
+			list := func(v []string) *[]string {
+				out := []string{}
+				for _, s := range v {
+					if s != "" {
+						out = append(out, s)
+					}
+				}
+				return &out
+			}
+			if c.Flags().Changed("allow") {
+				b.AllowTools = list(allow)
+			}
+			if c.Flags().Changed("deny") {
+				b.DenyTools = list(deny)
+			}
+			return a.call(c, http.MethodPut, goalPath(goal, "permission-policy"), nil, b, nil)
+		},
+	}
+	set.Flags().StringVar(&goal, "goal-id", "", "goal id")
+	set.Flags().DurationVar(&timeout, "timeout", 0, "how long a card waits for an owner (10s to 24h)")
+	set.Flags().StringArrayVar(&allow, "allow", nil, "a tool run without asking; repeat")
+	set.Flags().StringArrayVar(&deny, "deny", nil, "a tool denied without asking; repeat")
+	cmd.AddCommand(show, set)
+	return cmd
+}

@@ -122,6 +122,7 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.statusCommand(),
 		a.hostsCommand(),
 		a.hookCommand(),
+		a.permissionsCommand(),
 		a.proposalCommand(),
 	} {
 		if c.HasSubCommands() && c.RunE == nil {
