@@ -181,3 +181,76 @@ func TestClaudeCodePermissionPromptsAreLarkCards(t *testing.T) {
 	}
 	require.Contains(t, status, "Agent agent asks to run Bash: touch allowed.txt — step touch allowed.txt (in "+w.project+")")
 }
+
+// escalatedScript asks Codex to run each command outside its sandbox (which needs an
+// approval), one after the other, then ends.
+func escalatedScript(commands ...string) func(c *conversation) modelStep {
+	return func(c *conversation) modelStep {
+		if n := len(c.calls); n < len(commands) {
+			return modelStep{tool: "exec_command", args: map[string]any{"cmd": commands[n],
+				"sandbox_permissions": "require_escalated", "justification": "step " + commands[n]}}
+		}
+		return modelStep{text: "done"}
+	}
+}
+
+// TestCodexPermissionPromptsAreLarkCards: the same through Codex's PermissionRequest hook: a
+// command the model wants to run outside the sandbox asks for approval, and the approval is
+// the owner's click. Codex runs a hook the user trusted (the test passes
+// --dangerously-bypass-hook-trust instead of trusting it in the TUI), and codex exec asks
+// hooks only with --approve-for-me (otherwise it never asks).
+func TestCodexPermissionPromptsAreLarkCards(t *testing.T) {
+	t.Parallel()
+	codex := hostCLI(t, "codex", "@openai/codex")
+	w := newPermissionWorld(t, "perm-codex")
+	r := w.s.cli(t, e2eAdminToken, "permissions", "set", "--goal-id", "perm-codex", "--timeout", "15s")
+	require.Equal(t, 0, r.code, r.stderr)
+	m := newFakeModel(t, escalatedScript("touch allowed.txt", "touch denied.txt", "touch unanswered.txt"))
+	codexHome := filepath.Join(w.home, ".codex")
+	require.NoError(t, os.MkdirAll(codexHome, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(codexHome, "config.toml"),
+		[]byte("sandbox_mode = \"read-only\"\n"+codexFakeProvider(m.srv.URL)), 0o600))
+	r = loopxIn(t, w.project, w.home, "hosts", "install", "--host", "codex", "--command", loopxWrapper(t))
+	require.Equal(t, 0, r.code, r.stderr)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	// codex exec answers approvals itself unless --approve-for-me routes them through review,
+	// where the PermissionRequest hook decides first.
+	cmd := exec.CommandContext(ctx, codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust", "--approve-for-me", "tidy the build folder")
+	cmd.Dir, cmd.Env = w.project, append(hostEnv(w.home), "FAKE_KEY=scripted")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	c := w.card(t, "touch allowed.txt")
+	require.Contains(t, cardText(c), "host: codex")
+	res, err := w.ctl.Click(ctx, sandbox.ClickRequest{MessageID: c.MessageID, Button: button(t, c, "Allow once"), OpenID: "ou_stranger"})
+	require.NoError(t, err)
+	require.Equal(t, "error", res.Toast.Type, "a stranger may not answer")
+	res, err = w.ctl.Click(ctx, sandbox.ClickRequest{MessageID: c.MessageID, Button: button(t, c, "Allow once"), OpenID: "ou_owner"})
+	require.NoError(t, err)
+	require.Equal(t, "success", res.Toast.Type, "%+v", res)
+	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(w.project, "allowed.txt")); return err == nil },
+		time.Minute, 100*time.Millisecond, "the allowed command ran:\n%s", tail(out.String(), 2000))
+
+	c = w.card(t, "touch denied.txt")
+	res, err = w.ctl.Click(ctx, sandbox.ClickRequest{MessageID: c.MessageID, Button: button(t, c, "Deny"), OpenID: "ou_owner"})
+	require.NoError(t, err)
+	require.Equal(t, "success", res.Toast.Type, "%+v", res)
+
+	c = w.card(t, "touch unanswered.txt")
+	select {
+	case err := <-done:
+		require.NoError(t, err, "codex:\n%s", tail(out.String(), 2000))
+	case <-ctx.Done():
+		t.Fatalf("codex did not finish:\n%s", tail(out.String(), 2000))
+	}
+	require.NoFileExists(t, filepath.Join(w.project, "denied.txt"))
+	require.NoFileExists(t, filepath.Join(w.project, "unanswered.txt"))
+	require.Eventually(t, func() bool { return strings.Contains(w.cardNow(t, c.MessageID), "nobody answered in time") },
+		30*time.Second, 100*time.Millisecond, "the unanswered card says it was denied")
+	t.Logf("codex output:\n%s", tail(out.String(), 1500))
+}
