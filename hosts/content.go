@@ -1,6 +1,7 @@
 package hosts
 
 import (
+	_ "embed"
 	"fmt"
 	"strings"
 	"time"
@@ -99,6 +100,49 @@ description: ` + yamlString(description) + `
 OpenCode has no built-in loop: run ` + "`/loopx`" + ` again for the next turn, after
 ` + "`scheduler_hint.interval_minutes`" + ` minutes.
 ` + managed()
+}
+
+// geminiCommand is .gemini/commands/loopx.toml (and Qwen Code's .qwen/commands/loopx.toml):
+// /loopx <task>, the task in {{args}}.
+func geminiCommand() string {
+	return "description = " + tomlQuote(description) + "\nprompt = '''\n" +
+		templates.LoopSteps(templates.LoopCall{Command: "/" + CommandName, Task: "{{args}}"}) +
+		"\nThere is no built-in loop: run `/loopx` again for the next turn, after `scheduler_hint.interval_minutes` minutes.\n'''\n" +
+		"# " + Marker + "\n"
+}
+
+// copilotSkill is the Copilot CLI skill (/loopx).
+func copilotSkill() string {
+	return `---
+name: ` + CommandName + `
+description: ` + yamlString(description) + `
+---
+` + templates.LoopSteps(templates.LoopCall{Command: "/" + CommandName, Task: "what the user wrote after `/loopx`"}) + `
+Copilot CLI has no built-in loop: run ` + "`/loopx`" + ` again for the next turn, after
+` + "`scheduler_hint.interval_minutes`" + ` minutes.
+` + managed()
+}
+
+// piPrompt is Pi's prompt template /loopx; the tools are the extension's loopx_<tool>.
+func piPrompt() string {
+	return `---
+description: ` + yamlString(description) + `
+argument-hint: "[task]"
+---
+` + templates.LoopSteps(templates.LoopCall{Command: "/" + CommandName, Task: `"$ARGUMENTS"`}) + `
+In Pi the tools are named ` + "`loopx_<tool>`" + ` (` + "`loopx_should_run`" + `, ` + "`loopx_todo_add`" + `, ...): the loopx extension
+serves them. Pi has no built-in loop: run ` + "`/loopx`" + ` again for the next turn, after
+` + "`scheduler_hint.interval_minutes`" + ` minutes.
+` + managed()
+}
+
+//go:embed pi_extension.ts
+var piExtensionSource string
+
+// piExtension is the Pi extension that runs cmd (loopx mcp) and serves its tools.
+func piExtension(cmd []string) string {
+	b, _ := marshal(cmd)
+	return strings.Replace(piExtensionSource, "__LOOPX_COMMAND__", string(b), 1) + "// " + Marker + "\n"
 }
 
 // agentsBlock is the AGENTS.md section Codex (and other hosts) read in every session: what

@@ -552,3 +552,42 @@ var gatePhrases = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)start every`), regexp.MustCompile(`(?i)work only when`),
 	regexp.MustCompile(`(?i)\bstop\b`), regexp.MustCompile(`(?i)governs`),
 }
+
+// TestNewHostsFiles: Gemini CLI and Qwen Code get an mcpServers entry and a TOML command
+// with {{args}}; Copilot CLI an mcp-config entry (type local, every tool) and a skill; Pi an
+// extension that runs the command and a prompt template. Each texts' steps are the loop
+// contract's.
+func TestNewHostsFiles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, host := range []string{hosts.Gemini, hosts.Qwen} {
+		b.install(t, host, hosts.ScopeProject)
+		dir := filepath.Join(b.project, "."+host)
+		entry := dig(t, readJSON(t, filepath.Join(dir, "settings.json")), "mcpServers", "loopx").(map[string]any)
+		require.Equal(t, "loopx", entry["command"], "a committed file names no path of this machine")
+		require.Equal(t, []any{"mcp"}, entry["args"])
+		var cmd struct{ Description, Prompt string }
+		md, err := toml.DecodeFile(filepath.Join(dir, "commands", "loopx.toml"), &cmd)
+		require.NoError(t, err)
+		require.Empty(t, md.Undecoded(), "only prompt and description")
+		require.Contains(t, cmd.Prompt, "The user's task: {{args}}")
+		require.Contains(t, cmd.Prompt, "`should_run`")
+		require.NotEmpty(t, cmd.Description)
+	}
+	b.install(t, hosts.Copilot, hosts.ScopeUser)
+	entry := dig(t, readJSON(t, filepath.Join(b.home, ".copilot", "mcp-config.json")), "mcpServers", "loopx").(map[string]any)
+	require.Equal(t, map[string]any{"type": "local", "command": loopxBin, "args": []any{"mcp"}, "tools": []any{"*"}}, entry)
+	fm, body := frontmatter(t, filepath.Join(b.home, ".copilot", "skills", "loopx", "SKILL.md"))
+	require.Equal(t, "loopx", fm["name"])
+	require.Contains(t, body, "Run exactly one LoopX turn")
+
+	b.install(t, hosts.Pi, hosts.ScopeUser)
+	ext, err := os.ReadFile(filepath.Join(b.home, ".pi", "agent", "extensions", "loopx.ts"))
+	require.NoError(t, err)
+	require.Contains(t, string(ext), `const COMMAND: string[] = ["`+loopxBin+`","mcp"];`)
+	require.True(t, strings.HasPrefix(string(ext), "// LoopX for Pi"), "the marker is not what a reader meets first")
+	fm, body = frontmatter(t, filepath.Join(b.home, ".pi", "agent", "prompts", "loopx.md"))
+	require.NotEmpty(t, fm["description"])
+	require.Contains(t, body, `The user's task: "$ARGUMENTS"`)
+	require.Contains(t, body, "loopx_should_run")
+}

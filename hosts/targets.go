@@ -15,10 +15,16 @@ const (
 	Codex      = "codex"
 	Cursor     = "cursor"
 	OpenCode   = "opencode"
+	Gemini     = "gemini" // Gemini CLI
+	Qwen       = "qwen"   // Qwen Code
+	Copilot    = "copilot"
+	Pi         = "pi"
 )
 
 // Hosts lists the hosts an install knows, in the order status shows them.
-func Hosts() []string { return []string{ClaudeCode, Codex, Cursor, OpenCode} }
+func Hosts() []string {
+	return []string{ClaudeCode, Codex, Cursor, OpenCode, Gemini, Qwen, Copilot, Pi}
+}
 
 // Scopes.
 const (
@@ -30,9 +36,10 @@ const (
 const ServerName = "loopx"
 
 // DefaultScope is where a host's entry goes when --scope is not given: the project, except
-// for Codex, which reads a project's .codex/config.toml only once the project is trusted.
+// for Codex, which reads a project's .codex/config.toml only once the project is trusted, and
+// Qwen Code, which holds a project's servers until the user approves them (qwen mcp approve).
 func DefaultScope(host string) string {
-	if host == Codex {
+	if host == Codex || host == Qwen {
 		return ScopeUser
 	}
 	return ScopeProject
@@ -44,9 +51,9 @@ type Params struct {
 	Scope string // "" = DefaultScope(Host)
 	// Project is the project's root folder (absolute).
 	Project string
-	// Home is the user's home; XDGConfigHome ("" = Home/.config) and CodexHome ("" =
-	// Home/.codex) are the hosts' own overrides.
-	Home, XDGConfigHome, CodexHome string
+	// Home is the user's home; XDGConfigHome ("" = Home/.config), CodexHome ("" =
+	// Home/.codex) and CopilotHome ("" = Home/.copilot) are the hosts' own overrides.
+	Home, XDGConfigHome, CodexHome, CopilotHome string
 	// Command is the MCP server's argv: the loopx binary (absolute, so a host started from a
 	// GUI without the shell's PATH finds it) and "mcp".
 	Command []string
@@ -68,7 +75,7 @@ func (p Params) scope() string {
 
 func (p Params) check() error {
 	if !slices.Contains(Hosts(), p.Host) {
-		return fmt.Errorf("--host: %q is not one of claude-code, codex, cursor, opencode", p.Host)
+		return fmt.Errorf("--host: %q is not one of %s", p.Host, strings.Join(Hosts(), ", "))
 	}
 	if s := p.scope(); s != ScopeProject && s != ScopeUser {
 		return fmt.Errorf("--scope: %q is not project or user", s)
@@ -249,6 +256,50 @@ func specs(p Params) []fileSpec {
 				items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
 			owned(filepath.Join(p.Home, ".cursor", "commands", CommandName+".md"), cursorCommand()),
 		}
+	case Gemini, Qwen:
+		// Gemini CLI: https://geminicli.com/docs/tools/mcp-server/ and /docs/cli/custom-commands/;
+		// Qwen Code reads the same files under .qwen (https://qwenlm.github.io/qwen-code-docs/).
+		dir := filepath.Join(p.Home, "."+p.Host)
+		if proj {
+			dir = filepath.Join(p.Project, "."+p.Host)
+		}
+		return []fileSpec{
+			{path: filepath.Join(dir, "settings.json"), kind: kindJSON, mode: 0o644,
+				items: []Item{set([]string{"mcpServers", ServerName}, geminiEntry{Command: cmd[0], Args: cmd[1:], Trust: true})}},
+			owned(filepath.Join(dir, "commands", CommandName+".toml"), geminiCommand()),
+		}
+	case Copilot:
+		// https://docs.github.com/en/copilot/how-tos/copilot-cli (copilot mcp --help, copilot
+		// skill --help): user servers in ~/.copilot/mcp-config.json, workspace ones in
+		// .github/mcp.json; skills in ~/.copilot/skills or .github/skills.
+		home := p.CopilotHome
+		if home == "" {
+			home = filepath.Join(p.Home, ".copilot")
+		}
+		entry := copilotEntry{Type: "local", Command: cmd[0], Args: cmd[1:], Tools: []string{"*"}}
+		if proj {
+			return []fileSpec{
+				{path: filepath.Join(p.Project, ".github", "mcp.json"), kind: kindJSON, mode: 0o644,
+					items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
+				owned(filepath.Join(p.Project, ".github", "skills", CommandName, "SKILL.md"), copilotSkill()),
+			}
+		}
+		return []fileSpec{
+			{path: filepath.Join(home, "mcp-config.json"), kind: kindJSON, mode: 0o600,
+				items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
+			owned(filepath.Join(home, "skills", CommandName, "SKILL.md"), copilotSkill()),
+		}
+	case Pi:
+		// Pi has no MCP client by design: an extension (docs/extensions.md of the package)
+		// is one for loopx mcp, and a prompt template (docs/prompt-templates.md) is /loopx.
+		dir := filepath.Join(p.Home, ".pi", "agent")
+		if proj {
+			dir = filepath.Join(p.Project, ".pi")
+		}
+		return []fileSpec{
+			owned(filepath.Join(dir, "extensions", CommandName+".ts"), piExtension(cmd)),
+			owned(filepath.Join(dir, "prompts", CommandName+".md"), piPrompt()),
+		}
 	case OpenCode:
 		// https://opencode.ai/docs/mcp-servers/, /docs/config/, /docs/commands/.
 		entry := openCodeEntry{Type: "local", Command: cmd, Enabled: true}
@@ -280,6 +331,20 @@ type stdioEntry struct {
 type cursorEntry struct {
 	Command string   `json:"command"`
 	Args    []string `json:"args"`
+}
+
+type geminiEntry struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	// Trust: the loopx tools run without a confirmation each (like Claude Code's allow rule).
+	Trust bool `json:"trust"`
+}
+
+type copilotEntry struct {
+	Type    string   `json:"type"`
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	Tools   []string `json:"tools"`
 }
 
 type openCodeEntry struct {

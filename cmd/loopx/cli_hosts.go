@@ -19,9 +19,12 @@ func (a *app) hostsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hosts",
 		Short: "Install LoopX into an agent host: its MCP server entry and the /loopx turn command",
-		Long: `Write, for one agent host, the entry that runs "loopx mcp" and the host's own turn command
-(/loopx in Claude Code, Cursor and OpenCode; the $loopx skill in Codex), whose steps start every
-turn with should_run and end it with evidence, refresh_state and spend_slot.
+		Long: `Write, for one agent host (Claude Code, Codex, Cursor, OpenCode, Gemini CLI, Qwen Code,
+GitHub Copilot CLI, Pi), the entry that runs "loopx mcp" (Pi: an extension that runs it) and
+the host's own turn command (/loopx; the $loopx skill in Codex), whose steps open a LoopX turn
+on the task with should_run and end it with evidence, refresh_state and spend_slot. For
+Claude Code and Codex it also adds the permission hook (loopx hook permission): the host's
+permission prompts become cards the goal's owners answer in Lark.
 
 Shared files are merged, never overwritten; a second install changes nothing; --dry-run
 prints the diff instead; uninstall removes exactly what the install added (recorded in the
@@ -37,9 +40,9 @@ that loopx connect stored. docs/hosts.md lists every file per host.`,
 	common := func(c *cobra.Command, withHost bool) {
 		c.Flags().StringVar(&dir, "project", "", "the project's root folder (default: the connected project, else the current folder)")
 		if withHost {
-			c.Flags().StringVar(&host, "host", "", "claude-code, codex, cursor or opencode")
+			c.Flags().StringVar(&host, "host", "", strings.Join(hosts.Hosts(), ", "))
 			_ = c.MarkFlagRequired("host")
-			c.Flags().StringVar(&scope, "scope", "", "project (the project's files) or user (your home; every project). Default: project; user for codex")
+			c.Flags().StringVar(&scope, "scope", "", "project (the project's files) or user (your home; every project). Default: project; user for codex and qwen")
 			c.Flags().BoolVar(&dryRun, "dry-run", false, "print the diff of what would change and change nothing")
 		}
 	}
@@ -133,7 +136,7 @@ func (a *app) hostParams(host, scope, dir, command string) (hosts.Params, *hosts
 		return hosts.Params{}, nil, usageError{err}
 	}
 	p := hosts.Params{Host: host, Scope: scope, Project: root, Home: a.getenv("HOME"),
-		XDGConfigHome: a.getenv("XDG_CONFIG_HOME"), CodexHome: a.getenv("CODEX_HOME")}
+		XDGConfigHome: a.getenv("XDG_CONFIG_HOME"), CodexHome: a.getenv("CODEX_HOME"), CopilotHome: a.getenv("COPILOT_HOME")}
 	if p.Scope == "" {
 		p.Scope = hosts.DefaultScope(host)
 	}
@@ -253,6 +256,20 @@ func nextSteps(p hosts.Params) string {
 		s = "Next: open the project in Cursor, turn the loopx server on in Settings > MCP (Tools & MCP), then /loopx <task> in the agent chat."
 	case hosts.OpenCode:
 		s = "Next: opencode mcp list shows loopx connected; /loopx <task> runs a turn."
+	case hosts.Gemini:
+		s = "Next: gemini mcp list shows loopx connected once you trust this folder (gemini asks at its first start); /loopx <task> runs a turn."
+	case hosts.Qwen:
+		s = "Next: qwen mcp list shows loopx connected; /loopx <task> runs a turn."
+		if p.Scope == hosts.ScopeProject {
+			s += " Qwen Code holds a project's servers until you approve them: qwen mcp approve loopx."
+		}
+	case hosts.Copilot:
+		s = "Next: copilot mcp list shows loopx, copilot skill list shows the loopx skill; /loopx <task> runs a turn."
+		if p.Scope == hosts.ScopeProject {
+			s += " Copilot reads .github/mcp.json once you trust this folder (copilot asks at its first start)."
+		}
+	case hosts.Pi:
+		s = "Next: start pi in the project: the loopx extension serves the tools (loopx_should_run, ...); /loopx <task> runs a turn."
 	}
 	if p.Scope == hosts.ScopeProject && p.Host != hosts.ClaudeCode && len(p.SharedCommand) > 0 && p.SharedCommand[0] == "loopx" {
 		if _, err := exec.LookPath("loopx"); err != nil {
