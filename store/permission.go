@@ -331,3 +331,34 @@ func (s *Store) SetPermissionPolicy(ctx context.Context, p SetPermissionPolicyPa
 			Detail: auditDetail(map[string]any{"changes": changes(before, after)})}, nil
 	})
 }
+
+// ExpireOverduePermissions closes, as denied, the open permission gates whose limit passed
+// more than grace ago: the hook that waited for them is gone (the host stopped), so nobody
+// else would. Each is announced by notice (the card update). At most 100 per call.
+func (s *Store) ExpireOverduePermissions(ctx context.Context, grace time.Duration, notice NoticeFunc) ([]Gate, error) {
+	rows, err := s.DB().Query(ctx, `SELECT goal_id, id FROM gate
+		WHERE kind = 'permission' AND status = 'open' AND expires_at < $1 ORDER BY id LIMIT 100`, s.Now().Add(-grace))
+	if err != nil {
+		return nil, fmt.Errorf("list overdue permission gates: %w", mapErr(err))
+	}
+	type ref struct {
+		goal string
+		id   int64
+	}
+	refs, err := collect(rows, "list overdue permission gates", func(r pgx.Row) (ref, error) {
+		var x ref
+		return x, r.Scan(&x.goal, &x.id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []Gate
+	for _, r := range refs {
+		g, err := s.ExpirePermission(ctx, r.goal, r.id, notice, Meta{Actor: "system", Surface: "system"})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
