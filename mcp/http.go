@@ -141,7 +141,7 @@ func Handler(opts HandlerOptions) (*HTTPHandler, error) {
 		return srv
 	}, &sdk.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, Logger: opts.Logger, EventStore: events})
 	// Protocol 2026-07-28 (as stdio speaks it) has no sessions: each request gets a server of
-	// its own, which knows the turn only as the server does (keys and spend_slot read it).
+	// its own, which knows the turn as the server does (the agent's live turn is the caller's).
 	stateless := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		ti := auth.TokenInfoFromContext(r.Context())
 		if ti == nil {
@@ -154,7 +154,7 @@ func Handler(opts HandlerOptions) (*HTTPHandler, error) {
 		if err != nil {
 			return nil
 		}
-		srv, err := New(Options{API: c, GoalID: goal, AgentID: agent, Shared: shared, Version: opts.Version, Logger: opts.Logger})
+		srv, err := New(Options{API: c, GoalID: goal, AgentID: agent, Shared: shared, Version: opts.Version, Logger: opts.Logger, Stateless: true})
 		if err != nil {
 			opts.Logger.Error("start mcp server", "err", err)
 			return nil

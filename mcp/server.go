@@ -54,6 +54,9 @@ type Options struct {
 	// Now is the clock that tells whether the session's turn lease has passed; nil is
 	// time.Now.
 	Now func() time.Time
+	// Stateless: the server answers one request (protocol 2026-07-28 over HTTP), so it has no
+	// session to remember a turn in; should_run takes the agent's live turn as its own.
+	Stateless bool
 }
 
 // server is one session's tools and the session's turn.
@@ -67,15 +70,16 @@ type server struct {
 	now         func() time.Time
 	nonce       string // stands for the turn in idempotency keys outside a turn
 
-	mu      sync.Mutex
-	turn    string    // the live turn this session opened or adopted ("" = none)
-	lease   time.Time // when that turn's lease passes
-	todo    int64     // that turn's todo
-	pending string    // a minted turn id whose should_run answer has not arrived yet
-	settled string    // the last turn this session settled (a repeated spend replays it)
-	acks    int       // successful inbox_ack calls; part of inbox_drain's key
-	checked bool      // the token was checked (whoami): an agent's
-	refused string    // why the token is refused (the admin token); every call answers it
+	mu        sync.Mutex
+	turn      string    // the live turn this session opened or adopted ("" = none)
+	lease     time.Time // when that turn's lease passes
+	todo      int64     // that turn's todo
+	pending   string    // a minted turn id whose should_run answer has not arrived yet
+	settled   string    // the last turn this session settled (a repeated spend replays it)
+	acks      int       // successful inbox_ack calls; part of inbox_drain's key
+	stateless bool      // one request, no session: the agent's live turn is this server's
+	checked   bool      // the token was checked (whoami): an agent's
+	refused   string    // why the token is refused (the admin token); every call answers it
 }
 
 // New returns the MCP server for one session.
@@ -91,7 +95,7 @@ func New(opts Options) (*sdk.Server, error) {
 		}
 	}
 	s := &server{api: opts.API, goal: opts.GoalID, agent: opts.AgentID, unconnected: opts.Unconnected,
-		tpl: sh.tpl, shared: sh, logger: opts.Logger, now: opts.Now, nonce: randomHex(8)}
+		tpl: sh.tpl, shared: sh, logger: opts.Logger, now: opts.Now, nonce: randomHex(8), stateless: opts.Stateless}
 	if s.api == nil && s.unconnected == "" {
 		s.unconnected = "this project is not connected to LoopX. Ask the user to run `loopx connect` in the project's root folder, then restart this MCP server (reload the host)."
 	}
@@ -168,7 +172,11 @@ func (s *server) connected(ctx context.Context) error {
 // the server, else the agent's latest turn (calls between two turns share a key only with
 // their own retries and repeats in that interval).
 func (s *server) key(ctx context.Context, tool string, args any, extra ...any) string {
-	turn := s.keyTurn(ctx)
+	return s.keyIn(s.keyTurn(ctx), tool, args, extra...)
+}
+
+// keyIn derives the key of a call made in turn.
+func (s *server) keyIn(turn, tool string, args any, extra ...any) string {
 	b, err := json.Marshal([]any{s.goal, s.agent, turn, tool, args, extra})
 	if err != nil { // arguments come from decoded JSON: they encode
 		b = []byte(fmt.Sprint(s.goal, s.agent, turn, tool, args, extra))

@@ -246,6 +246,9 @@ func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in Shoul
 		return s.shouldRunAnswer(ctx, out)
 	}
 
+	if s.stateless {
+		s.adopt(ctx) // no session remembers the turn: the agent's live turn is the caller's
+	}
 	s.mu.Lock()
 	mine, lease := s.turn, s.lease
 	s.mu.Unlock()
@@ -277,7 +280,8 @@ func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in Shoul
 	}
 	s.mu.Unlock()
 	body := api.ShouldRunBody{AgentID: s.agent, TurnInstanceID: id, BeginTurn: true, TodoID: in.TodoID}
-	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("should-run"), body, s.key(ctx, tool, body), &out.Decision); err != nil {
+	// The turn instance id is the replay key of should-run (the body names it).
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("should-run"), body, s.keyIn(id, tool, body), &out.Decision); err != nil {
 		return nil, out, err // a lost answer keeps the pending id: the retry replays by it
 	}
 	s.mu.Lock()
@@ -644,6 +648,13 @@ func (s *server) spendSlot(ctx context.Context, _ *sdk.CallToolRequest, in Spend
 		s.mu.Lock()
 		turn = s.settled
 		s.mu.Unlock()
+	}
+	if turn == "" && s.stateless {
+		// Without a session, a repeated spend names the turn an earlier request settled: the
+		// server answers its receipt again.
+		if t, err := s.latestTurn(ctx); err == nil && t != nil && t.Spent {
+			turn = t.InstanceID
+		}
 	}
 	if turn == "" {
 		return nil, out, fmt.Errorf("%s failed: this session has no open turn. Next: spend only for a turn that should_run opened with a run answer; "+

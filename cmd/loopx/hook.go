@@ -22,8 +22,9 @@ import (
 
 func (a *app) hookCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "hook",
-		Short: "Commands an agent host runs as its hooks (loopx hosts install adds them)",
+		Use:     "hook",
+		Short:   "Commands an agent host runs as its hooks (loopx hosts install adds them)",
+		Example: `  loopx hook permission --host claude-code < request.json`,
 	}
 	var host string
 	var hostTimeout time.Duration
@@ -232,6 +233,8 @@ func (a *app) permissionsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "permissions",
 		Short: "A goal's rules for the hosts' permission prompts: the time limit, tools allowed or denied without asking",
+		Example: `  loopx permissions show --goal-id demo
+  loopx permissions set --goal-id demo --timeout 5m --deny WebFetch`,
 	}
 	var goal string
 	show := &cobra.Command{
