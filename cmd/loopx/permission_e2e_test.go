@@ -154,8 +154,23 @@ func TestClaudeCodePermissionPromptsAreLarkCards(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "success", res.Toast.Type, "%+v", res)
 
-	// 3. Nobody answers: denied at the goal's limit (15 s), and the card says so.
+	// 3. Nobody answers: denied at the goal's limit (15 s), and the card says so. Meanwhile
+	// chat /gates lists the open request.
 	c = w.card(t, "touch unanswered.txt")
+	_, err = w.ctl.Post(ctx, sandbox.PostRequest{ChatID: w.room, OpenID: "ou_owner", Text: "/gates #perm", MentionBot: true})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		page, err := w.ctl.Messages(ctx, w.room, 0, 0, 0)
+		if err != nil {
+			return false
+		}
+		for _, m := range page.Messages {
+			if m.SenderType == "app" && m.Card == nil && strings.Contains(m.Text, "asks to run Bash: touch unanswered.txt") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "/gates lists the open permission request")
 	select {
 	case err := <-done:
 		require.NoError(t, err, "claude:\n%s", tail(out.String(), 2000))
