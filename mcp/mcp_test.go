@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -541,4 +542,19 @@ func TestAdminTokenIsRefused(t *testing.T) {
 	}
 	require.Zero(t, b.count(`SELECT count(*) FROM turn`))
 	require.Zero(t, b.count(`SELECT count(*) FROM evidence`))
+}
+
+// TestResourceAndPromptErrorsCarryACode: a resource or prompt that fails answers a JSON-RPC
+// error with code -32000, never 0.
+func TestResourceAndPromptErrorsCarryACode(t *testing.T) {
+	t.Parallel()
+	cs := connect(t, mcp.Options{})
+	_, err := cs.ReadResource(t.Context(), &sdk.ReadResourceParams{URI: mcp.GoalURI})
+	var je *jsonrpc.Error
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, int64(-32000), je.Code)
+	require.Contains(t, je.Message, "loopx connect")
+	_, err = cs.GetPrompt(t.Context(), &sdk.GetPromptParams{Name: "turn"})
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, int64(-32000), je.Code)
 }
