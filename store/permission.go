@@ -158,10 +158,10 @@ func (s *Store) AskPermission(ctx context.Context, p AskPermissionParams) (Permi
 		expires := now.Add(time.Duration(pol.TimeoutSeconds) * time.Second)
 		g, err := scanGate(tx.QueryRow(ctx, `
 			INSERT INTO gate (goal_id, agent_id, kind, question, options, request, expires_at, next_reminder_at, created_at)
-			VALUES ($1, $2, 'permission', $3, $4, $5, $6, $6, $7)
+			VALUES ($1, $2, 'permission', $3, $4, $5, $6, $7, $8)
 			RETURNING `+gateCols,
 			goal.ID, p.AgentID, permissionQuestion(p.AgentID, p.Request), []string{PermissionAllowOnce, PermissionAllowTurn, PermissionDeny},
-			p.Request, expires, now))
+			p.Request, expires, now.Add(firstReminder), now))
 		if err != nil {
 			return PermissionAnswer{}, Audit{}, fmt.Errorf("insert permission gate: %w", mapErr(err))
 		}
