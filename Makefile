@@ -22,6 +22,10 @@ run: postgres build
 test:
 	scripts/with-postgres.sh $(GO) test -count=1 ./...
 
+## test-loaded: `make test` on a busy machine: two suites at once (fresh clones of HEAD, private PostgreSQL clusters) beside two busy loops
+test-loaded:
+	MAKE='$(MAKE)' GO='$(GO)' scripts/test-loaded.sh
+
 ## schema: regenerate store/schema.sql from a freshly migrated database
 schema:
 	LOOPX_UPDATE_SCHEMA=1 scripts/with-postgres.sh $(GO) test -count=1 -run TestSchemaFileMatchesAFreshMigration ./store

@@ -5,7 +5,8 @@
 # Results in bench/results/: load.txt, go-bench.json, should-run-process.json, scheduler.json, storage.json,
 # bot-ingest-inprocess.txt, bot-ingest.txt (through a real loopx serve),
 # bot-ingest-intake-only.txt (the intake with no database work) and workspace.json (the web
-# workspace's first pages at 10,000 goals).
+# workspace at 10,000 goals: home, the goals list, a busy goal's page and a turn page, beside
+# a baseline page measured in the same run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
@@ -22,7 +23,7 @@ load "before Go benchmarks"
 echo "== Go benchmarks (server-side should-run decision at 10,000 goals; the chat fast path's statement per batch size beside a single-row INSERT commit)" >&2
 raw=$(mktemp)
 trap 'rm -f "$raw"; load "end"' EXIT
-go test -run '^$' -bench . -benchtime 2000x -benchmem ./scheduler/quota/ ./store/ | tee "$raw" >&2
+go test -run '^$' -bench . -benchtime 2000x -benchmem ./quota/ ./store/ | tee "$raw" >&2
 # One JSON object per benchmark line: name, iterations and every "value unit" pair.
 awk -v at="$(date -u +%Y-%m-%dT%H:%M:%SZ)" '
   BEGIN { printf "{\n  \"at\": \"%s\",\n  \"benchmarks\": [", at; n = 0 }
@@ -64,6 +65,6 @@ LOOPX_BENCH=1 LOOPX_BENCH_HANDLER=noop LOOPX_BENCH_OUT="$PWD/bench/results/bot-i
 cat bench/results/bot-ingest-intake-only.txt >&2
 
 load "before workspace"
-echo "== workspace: server time of the first pages (what needs you, a goal page) at 10,000 goals, for an admin, an owner and a person on no goal" >&2
+echo "== workspace: server time at 10,000 goals of what needs you, the goals list, a busy goal's page (200 todos, 500 turns) and a turn page, beside a baseline page, for an admin, an owner and a person on no goal" >&2
 go run ./bench/workspace -goals "${BENCH_WORKSPACE_GOALS:-10000}" -out bench/results/workspace.json
 cat bench/results/workspace.json >&2

@@ -81,7 +81,7 @@ func (pc ProposalCards) View(lang string, p store.Proposal, now time.Time) (Prop
 	v.Who = pc.WhoMay(lang, p.Need)
 	v.What = pc.what(lang, p)
 	for _, d := range p.Diff {
-		v.Diff = append(v.Diff, DiffRow{Field: d.Field, Name: change.FieldName(pc.tpl, lang, d.Field), Before: d.Before, After: d.After})
+		v.Diff = append(v.Diff, DiffRow{Field: d.Field, Name: change.FieldName(pc.tpl, lang, d.Field), Before: change.ValueName(pc.tpl, lang, d.Field, d.Before), After: change.ValueName(pc.tpl, lang, d.Field, d.After)})
 	}
 	return v, nil
 }

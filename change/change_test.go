@@ -106,7 +106,7 @@ func TestProposeShowsDiffAndEffects(t *testing.T) {
 	require.NoError(t, err)
 	words, err = change.Words(b.tpl, "en", p3.Effects)
 	require.NoError(t, err)
-	require.Contains(t, words, "1 open gate(s) will wait while paused")
+	require.Contains(t, words, "1 open gate will wait while paused")
 
 	// A change that changes nothing is refused before anything is stored.
 	_, err = b.k.Propose(t.Context(), person(owner), chat(owner, "k4"), budget(12))

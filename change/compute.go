@@ -391,9 +391,22 @@ func Words(tpl *templates.Set, lang string, effects []store.Effect) ([]string, e
 
 // FieldName is how lang names a diff's field.
 func FieldName(tpl *templates.Set, lang, field string) string {
-	s, err := tpl.Text(lang, "field", map[string]string{"Field": field})
+	s, err := tpl.Text(lang, "field", map[string]string{"Field": field, "Value": ""})
 	if err != nil {
 		return field
+	}
+	return s
+}
+
+// ValueName words a field's value for people where the value is a state ("stopped" reads
+// "Paused", "已暂停"); any other value reads as it is.
+func ValueName(tpl *templates.Set, lang, field, value string) string {
+	if value == "" {
+		return ""
+	}
+	s, err := tpl.Text(lang, "field", map[string]string{"Field": field, "Value": value})
+	if err != nil {
+		return value
 	}
 	return s
 }

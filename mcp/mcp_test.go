@@ -436,7 +436,7 @@ func TestHandlerAuthenticatesAgents(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(h.Close)
 	dial := func(token string) (*sdk.ClientSession, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		hc := &http.Client{}
 		if token != "" {

@@ -39,3 +39,19 @@ func (h *handling) refuse(ctx context.Context, action, command string, n need, t
 		"GoalID": tg.goal.ID, "Command": command, "Need": needWord, "Owners": tg.goal.Owners,
 	}, nil)
 }
+
+// Needs is the role each command needs, by name, and "message" for a message to an agent
+// (/queue and /steer too): the table other surfaces that act on goals (the workspace) must
+// agree with. needAnyone and needChat commands are not about one goal and are left out.
+func Needs() map[string]store.Role {
+	out := map[string]store.Role{"message": store.RoleMember}
+	for _, c := range commandTable() {
+		switch c.need {
+		case needMember:
+			out[c.name] = store.RoleMember
+		case needOwner:
+			out[c.name] = store.RoleOwner
+		}
+	}
+	return out
+}

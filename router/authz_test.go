@@ -87,7 +87,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			g := e.goal("docs")
 			return g.AllowedSlots == 7 && g.WindowHours == 12
 		}},
-		{"todo", owners, func(*testBundle) string { return "/todo #docs write the tests" }, func(e *testBundle, _ string) bool {
+		{"todo", members, func(*testBundle) string { return "/todo #docs write the tests" }, func(e *testBundle, _ string) bool {
 			ts, err := e.st.ListTodos(e.t.Context(), store.ListTodosParams{GoalID: "docs"})
 			require.NoError(e.t, err)
 			return len(ts) == 1 && ts[0].Text == "write the tests"

@@ -114,7 +114,7 @@ func commandTable() []command {
 		{"pause", "/pause #goal", needOwner, argsGoalOpt, "chat.pause"},
 		{"resume", "/resume #goal", needOwner, argsGoalOpt, "chat.resume"},
 		{"budget", "/budget #goal <slots> [<window-hours>]", needOwner, argsBudget, "chat.budget"},
-		{"todo", "/todo #goal <text>", needOwner, argsTodo, "chat.todo"},
+		{"todo", "/todo #goal <text>", needMember, argsTodo, "chat.todo"},
 		{"approve", "/approve <gate> [comment]", needOwner, argsGate, "chat.approve"},
 		{"reject", "/reject <gate> [comment]", needOwner, argsGate, "chat.reject"},
 		{"lang", "/lang en|zh", needChat, argsLang, "chat.lang"},

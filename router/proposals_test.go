@@ -142,11 +142,11 @@ func TestProtectedCommandsPropose(t *testing.T) {
 
 func TestWebSignInLink(t *testing.T) {
 	t.Parallel()
-	var issued []string
+	var issued []store.SignInParams
 	e := setup(t, func(c *config) {
-		c.Router.SignInLink = func(_ context.Context, _ store.DB, openID string) (string, error) {
-			issued = append(issued, openID)
-			return "http://127.0.0.1:7377/web/signin?t=tok" + openID, nil
+		c.Router.SignInLink = func(_ context.Context, _ store.DB, p store.SignInParams) (string, error) {
+			issued = append(issued, p)
+			return "http://127.0.0.1:7377/web/signin?t=tok" + p.OpenID, nil
 		}
 	})
 	e.say(member, "/web")
@@ -156,7 +156,17 @@ func TestWebSignInLink(t *testing.T) {
 	rows := e.outbox()
 	require.Len(t, rows, 1)
 	require.Contains(t, rows[0].Content, "http://127.0.0.1:7377/web/signin?t=tokou_member")
-	require.Equal(t, []string{member}, issued)
+	require.Equal(t, []store.SignInParams{{OpenID: member}}, issued, "a chat with no /lang leaves the language to the person's choice")
+
+	// "Open in workspace" on a gate card: the link lands on that gate, in the card's language.
+	res, err := e.chat.HandleCardAction(t.Context(), router.CardAction{
+		EventID: "cb_web_1", OperatorID: owner, ChatID: room, MessageID: "om_gate",
+		Value: map[string]any{"kind": "web", "goal_id": "docs", "gate_id": float64(7)},
+	})
+	require.NoError(t, err)
+	require.Equal(t, "success", res.ToastKind)
+	require.Len(t, issued, 2)
+	require.Equal(t, store.SignInParams{OpenID: owner, Lang: "en", Next: "/web/goals/docs#gate-7"}, issued[1])
 }
 
 func unescape(card []byte) string {

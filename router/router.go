@@ -75,9 +75,12 @@ type Options struct {
 	Changes *change.Kernel
 	// Cards renders gate and proposal cards. Required: the process's one set.
 	Cards *cards.Set
-	// SignInLink issues a one-time workspace sign-in link for a person, inside the chat
-	// transaction (db). Nil: /web says the workspace is not served.
-	SignInLink func(ctx context.Context, db store.DB, openID string) (string, error)
+	// SignInLink issues a one-time workspace sign-in link for a person (in the chat's
+	// language, landing on a page), inside the chat transaction (db). Nil: /web says the
+	// workspace is not served.
+	SignInLink func(ctx context.Context, db store.DB, p store.SignInParams) (string, error)
+	// TurnURL is the workspace page of a turn, which /runs links; nil: no links.
+	TurnURL func(goalID string, turnID int64) string
 }
 
 // Chat turns chat messages and card clicks into authorized operations. It is safe for
@@ -369,7 +372,7 @@ func (h *handling) meta() store.Meta {
 func (h *handling) kernelError(ctx context.Context, err error, about *target) error {
 	var se *store.Error
 	if errors.As(err, &se) {
-		return h.reply(ctx, "failed", map[string]any{"Problem": se.Error()}, about)
+		return h.reply(ctx, "failed", map[string]any{"Problem": se.Msg}, about) // the reason, never the field's internal name
 	}
 	return err
 }

@@ -41,7 +41,7 @@ func (h *handling) runs(ctx context.Context, tg *target, p Parsed) error {
 		list = append(list, map[string]any{
 			"ID": t.ID, "Agent": t.AgentID, "Started": t.StartedAt.In(loc).Format(statusTimeLayout),
 			"State": t.State, "Outcome": t.Outcome, "TodoID": t.TodoID, "TodoText": t.TodoText,
-			"Evidence": t.Evidence, "Spent": t.Spent, "Hours": mins / 60, "Minutes": mins % 60,
+			"Evidence": t.Evidence, "Spent": t.Spent, "Hours": mins / 60, "Minutes": mins % 60, "URL": h.turnURL(tg.goal.ID, t.ID),
 		})
 	}
 	grouped := []map[string]any{}
@@ -54,4 +54,12 @@ func (h *handling) runs(ctx context.Context, tg *target, p Parsed) error {
 		"GoalID": tg.goal.ID, "Zone": zone, "Turns": list, "Skips": grouped, "SkipTotal": total,
 		"SkipHours": int(runsSkipWindow / time.Hour),
 	}, tg)
+}
+
+// turnURL is the workspace page of a turn, "" when the workspace is not served.
+func (h *handling) turnURL(goalID string, turnID int64) string {
+	if h.c.opts.TurnURL == nil {
+		return ""
+	}
+	return h.c.opts.TurnURL(goalID, turnID)
 }

@@ -224,7 +224,7 @@ func TestStatusSaysWhatIsTrue(t *testing.T) {
 	got := e.oneReply(e.say(member, "/status #docs")).Content
 	for _, want := range []string{
 		"Status: active",
-		"Budget: 0 of 2 turns used in the last 24 h, 2 left",
+		"Quota: 0 of 2 turns used in the last 24 h, 2 left",
 		fmt.Sprintf("Open gates: g%d", gate.ID),
 		"Next report: " + next["report"] + " (Asia/Shanghai)",
 		fmt.Sprintf(`Agent codex (default): working on todo #%d "Write the parser" for 12 min`, parser.ID),
@@ -247,7 +247,7 @@ func TestStatusSaysWhatIsTrue(t *testing.T) {
 	require.NoError(t, err)
 	got = e.oneReply(e.say(member, "/status")).Content
 	until := spentAt.Add(24 * time.Hour).In(loc).Format("2006-01-02 15:04")
-	require.Contains(t, got, "Budget: 2 of 2 turns used in the last 24 h, 0 left")
+	require.Contains(t, got, "Quota: 2 of 2 turns used in the last 24 h, 0 left")
 	require.Contains(t, got, "Agent codex (default): throttled until "+until+" (Asia/Shanghai)")
 
 	// Paused: /pause and /status say the same word.

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"strconv"
 
 	"loopx/store"
 )
@@ -14,8 +15,12 @@ func (h *handling) signInLink(ctx context.Context) error {
 	}
 	url := ""
 	if h.c.opts.SignInLink != nil {
+		// The link opens the workspace in this chat's /lang, when the chat chose one.
+		if _, err := h.langFor(ctx, nil); err != nil {
+			return err
+		}
 		var err error
-		if url, err = h.c.opts.SignInLink(ctx, h.tx, h.m.SenderID); err != nil {
+		if url, err = h.c.opts.SignInLink(ctx, h.tx, store.SignInParams{OpenID: h.m.SenderID, Lang: h.lang}); err != nil {
 			return err
 		}
 	}
@@ -26,12 +31,20 @@ func (h *handling) signInLink(ctx context.Context) error {
 }
 
 // clickSignIn answers the "Open in workspace" button of a gate card: the clicker gets a
-// one-time sign-in link in a direct message (the card itself is shared, the link is not).
+// one-time sign-in link in a direct message (the card itself is shared, the link is not) that
+// lands on the card's gate, in the card's language.
 func (c *Chat) clickSignIn(ctx context.Context, tx *store.Tx, a CardAction, lang string) (CardResult, error) {
 	if c.opts.SignInLink == nil {
 		return c.proposalToast(lang, "error", "invalid", "", "")
 	}
-	url, err := c.opts.SignInLink(ctx, tx, a.OperatorID)
+	next := ""
+	if goalID, _ := a.Value["goal_id"].(string); store.ValidID(goalID) {
+		next = "/web/goals/" + goalID
+		if gate, ok := number(a.Value["gate_id"]); ok && gate > 0 {
+			next += "#gate-" + strconv.FormatInt(gate, 10)
+		}
+	}
+	url, err := c.opts.SignInLink(ctx, tx, store.SignInParams{OpenID: a.OperatorID, Lang: lang, Next: next})
 	if err != nil {
 		return CardResult{}, err
 	}

@@ -273,7 +273,7 @@ func TestDigestOncePerWindowMatchesHistory(t *testing.T) {
 		switch r.to {
 		case "oc_rel-en":
 			for _, want := range []string{"Report: Release en", "1 done · 3 opened", "2 asked · 1 answered · 1 still open",
-				"2 added", "2 run (1 ok, 1 failed) · 3 heartbeat ticks skipped · 1 fires missed", "1 spent in this window · 1 of 24 used",
+				"2 added", "2 run (1 ok, 1 failed) · 3 skipped heartbeats · 1 missed fire", "1 turn spent in this window · 1 of 24 used",
 				"✓ #", "Write the changelog", "Changelog drafted (https://git.example/c/1)", "Use the new runner image? → approved",
 				"Deploy to production?", "no runnable todo ×2 · a turn was live ×1", "P1 #", "Tag the release",
 				"2026-05-03 10:00 → 2026-05-04 09:00 (Asia/Shanghai)"} {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"loopx/api"
+	"loopx/bot"
 	"loopx/cards"
 	"loopx/change"
 	"loopx/inbox"
@@ -70,6 +71,9 @@ type deps struct {
 	// sandboxURL is where the Lark sandbox listens when the bot wiring started it; recorded
 	// under LOOPX_HOME with the API's address (recordServing).
 	sandboxURL string
+	// lark is the bot's Lark client when the bot runs (the workspace signs people in with
+	// Lark through it); nil otherwise.
+	lark *bot.Client
 }
 
 // readyCheck is one part of /readyz: ok, or what is wrong.

@@ -49,6 +49,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	}
 
 	client := bot.NewClient(cfg, 10*time.Second)
+	d.lark = client
 	if botOpenID == "" {
 		var err error
 		if botOpenID, err = lookupBotOpenID(ctx, d, client); err != nil {
@@ -61,7 +62,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 		BotOpenID: botOpenID, Admins: d.cfg.Admins, Now: d.now, Templates: d.templates,
 		DefaultLang: d.cfg.Lang, Receipt: d.cfg.Receipt, Inbox: d.inbox,
 		Logger: d.logger.With("component", "router"), OnDuplicate: metrics.CountDuplicate,
-		Changes: d.changes, Cards: d.cards, SignInLink: signInLinks(d),
+		Changes: d.changes, Cards: d.cards, SignInLink: signInLinks(d), TurnURL: turnURLs(d),
 		Advice: func(code int) string { hint, _ := bot.Advice(code); return hint },
 		Report: func(ctx context.Context, db store.DB, req router.ReportRequest) (bool, error) {
 			// The digest queues itself (deduplicated per digest and chat), in the chat's

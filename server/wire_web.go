@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"loopx/bot/sandbox"
@@ -31,13 +33,13 @@ func webURL(cfg Config) string {
 // signInLinks issues the workspace's one-time sign-in links for the chat router (/web and
 // the gate card's button); nil when the workspace is off. The bot is wired before the
 // workspace, so this does not need the workspace's server.
-func signInLinks(d *deps) func(ctx context.Context, db store.DB, openID string) (string, error) {
+func signInLinks(d *deps) func(ctx context.Context, db store.DB, p store.SignInParams) (string, error) {
 	if !d.cfg.Web.Enabled {
 		return nil
 	}
 	base := webURL(d.cfg)
-	return func(ctx context.Context, db store.DB, openID string) (string, error) {
-		token, err := store.CreateSignIn(ctx, db, openID, d.now())
+	return func(ctx context.Context, db store.DB, p store.SignInParams) (string, error) {
+		token, err := store.CreateSignIn(ctx, db, p, d.now())
 		if err != nil {
 			return "", err
 		}
@@ -58,11 +60,15 @@ func wireWeb(ctx context.Context, d *deps) ([]component, error) {
 		return nil, err
 	}
 	base := webURL(d.cfg)
-	srv, err := web.New(web.Options{
-		Store: d.store, Changes: d.changes, Cards: d.cards, Templates: d.templates,
+	opts := web.Options{
+		Store: d.store, Changes: d.changes, Cards: d.cards, Templates: d.templates, Inbox: d.inbox,
 		AdminToken: token, Admins: d.cfg.Admins, DefaultLang: d.cfg.Lang, BaseURL: base,
 		SecureCookies: strings.HasPrefix(base, "https://"), Now: d.now, Logger: d.logger.With("component", "web"),
-	})
+	}
+	if d.lark != nil {
+		opts.Lark = d.lark // sign in with Lark, through the bot's client (web may not import bot)
+	}
+	srv, err := web.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("create workspace: %w", err)
 	}
@@ -72,7 +78,7 @@ func wireWeb(ctx context.Context, d *deps) ([]component, error) {
 		http.Redirect(w, r, "/web/", http.StatusFound)
 	})
 	if d.cfg.Sandbox {
-		link, err := srv.SignInLink(ctx, d.store.DB(), sandbox.DefaultDemoUserOpenID)
+		link, err := srv.SignInLink(ctx, d.store.DB(), store.SignInParams{OpenID: sandbox.DefaultDemoUserOpenID})
 		if err != nil {
 			return nil, fmt.Errorf("issue the sandbox sign-in link: %w", err)
 		}
@@ -82,4 +88,15 @@ func wireWeb(ctx context.Context, d *deps) ([]component, error) {
 		d.logger.Info("workspace served", "url", base+"/web/")
 	}
 	return []component{{name: "workspace-live", run: srv.Run}}, nil
+}
+
+// turnURLs is the workspace page of a turn, for chat's /runs; nil when the workspace is off.
+func turnURLs(d *deps) func(goalID string, turnID int64) string {
+	if !d.cfg.Web.Enabled {
+		return nil
+	}
+	base := webURL(d.cfg)
+	return func(goalID string, turnID int64) string {
+		return base + "/web/goals/" + url.PathEscape(goalID) + "/turns/" + strconv.FormatInt(turnID, 10)
+	}
 }

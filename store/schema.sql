@@ -695,7 +695,12 @@ CREATE TABLE public.web_signin (
     open_id text NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     used_at timestamp with time zone,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    lang text DEFAULT ''::text NOT NULL,
+    next text DEFAULT ''::text NOT NULL,
+    admin boolean DEFAULT false NOT NULL,
+    CONSTRAINT web_signin_lang_check CHECK ((lang = ANY (ARRAY[''::text, 'en'::text, 'zh'::text]))),
+    CONSTRAINT web_signin_next_check CHECK ((length(next) <= 300))
 );
 
 ALTER TABLE ONLY public.audit ALTER COLUMN id SET DEFAULT nextval('public.audit_id_seq'::regclass);
@@ -839,6 +844,8 @@ CREATE INDEX audit_age ON public.audit USING brin (at);
 CREATE INDEX audit_goal ON public.audit USING btree (goal_id, id);
 
 CREATE INDEX binding_goal ON public.binding USING btree (goal_id);
+
+CREATE INDEX chat_setting_by ON public.chat_setting USING btree (updated_by, updated_at DESC);
 
 CREATE INDEX evidence_goal ON public.evidence USING btree (goal_id, id);
 

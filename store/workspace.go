@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,35 +19,112 @@ import (
 // SignInTTL is how long a sign-in link the bot sends stays usable (once).
 const SignInTTL = 10 * time.Minute
 
+// SignInParams is a one-time sign-in link to issue: the Lark person it signs in, the
+// language of the chat that sent it ("" = none) and the workspace page to land on ("" = home;
+// a path under /web/, with an optional #fragment).
+type SignInParams struct {
+	OpenID string
+	Admin  bool // the link signs the admin in (OpenID "")
+	Lang   string
+	Next   string
+}
+
+// SignIn is what a spent link signs in.
+type SignIn struct {
+	OpenID string
+	Admin  bool
+	Lang   string
+	Next   string
+}
+
+// SafeNext reports whether next is a page of the workspace to land on after signing in: a
+// path under /web/ (never another host, scheme or a backslash trick), at most 300 bytes.
+func SafeNext(next string) bool {
+	return next == "" || (len(next) <= 300 && strings.HasPrefix(next, "/web/") && !strings.HasPrefix(next, "//") &&
+		!strings.ContainsAny(next, "\\\r\n\t "))
+}
+
 // CreateSignIn issues a one-time sign-in link token for a Lark person, usable once within
 // SignInTTL of now.
-func CreateSignIn(ctx context.Context, db DB, openID string, now time.Time) (string, error) {
-	if err := checkOpenIDs("open_id", []string{openID}); err != nil {
+func CreateSignIn(ctx context.Context, db DB, p SignInParams, now time.Time) (string, error) {
+	if p.Admin && p.OpenID != "" {
+		return "", Errorf(ErrInvalid, "open_id", "an admin link signs in no person")
+	}
+	if !p.Admin {
+		if err := checkOpenIDs("open_id", []string{p.OpenID}); err != nil {
+			return "", err
+		}
+	}
+	if err := checkLang("lang", p.Lang, true); err != nil {
 		return "", err
 	}
+	if !SafeNext(p.Next) {
+		return "", Errorf(ErrInvalid, "next", "is not a page of the workspace")
+	}
 	token := kernelHex(32)
-	_, err := db.Exec(ctx, `INSERT INTO web_signin (token_hash, open_id, expires_at, created_at) VALUES ($1, $2, $3, $4)`,
-		hashSecret(token), openID, now.Add(SignInTTL), now)
+	_, err := db.Exec(ctx, `INSERT INTO web_signin (token_hash, open_id, admin, lang, next, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		hashSecret(token), p.OpenID, p.Admin, p.Lang, p.Next, now.Add(SignInTTL), now)
 	if err != nil {
 		return "", fmt.Errorf("issue sign-in link: %w", mapErr(err))
 	}
 	return token, nil
 }
 
-// UseSignIn spends a sign-in token and returns the person it signs in. A token that is
-// unknown, used or expired is ErrNotFound naming token: all three read the same, so a
-// guess learns nothing.
-func UseSignIn(ctx context.Context, db DB, token string, now time.Time) (string, error) {
-	var openID string
+// UseSignIn spends a sign-in token and returns what it signs in. A token that is unknown,
+// used or expired is ErrNotFound naming token: all three read the same, so a guess learns
+// nothing.
+func UseSignIn(ctx context.Context, db DB, token string, now time.Time) (SignIn, error) {
+	var si SignIn
 	err := db.QueryRow(ctx, `UPDATE web_signin SET used_at = $2
-		WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING open_id`, hashSecret(token), now).Scan(&openID)
+		WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING open_id, admin, lang, next`, hashSecret(token), now).Scan(&si.OpenID, &si.Admin, &si.Lang, &si.Next)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", Errorf(ErrNotFound, "token", "this sign-in link is unknown, used or expired; send /web to the bot for a new one")
+		return SignIn{}, Errorf(ErrNotFound, "token", "this sign-in link is unknown, used or expired; send /web to the bot for a new one")
 	}
 	if err != nil {
-		return "", fmt.Errorf("use sign-in link: %w", mapErr(err))
+		return SignIn{}, fmt.Errorf("use sign-in link: %w", mapErr(err))
 	}
-	return openID, nil
+	return si, nil
+}
+
+// States of a sign-in link before it is spent (PeekSignIn).
+const (
+	SignInUsable  = "usable"
+	SignInUsed    = "used"
+	SignInExpired = "expired"
+	SignInUnknown = "unknown"
+)
+
+// PeekSignIn says, without spending it, whether a link can still sign in, so its page can say
+// a used or expired link is one before any click. The token is 256 random bits: whoever holds
+// it learns only what its holder may know.
+func PeekSignIn(ctx context.Context, db DB, token string, now time.Time) (state, lang string, err error) {
+	var used *time.Time
+	var expires time.Time
+	err = db.QueryRow(ctx, `SELECT used_at, expires_at, lang FROM web_signin WHERE token_hash = $1`, hashSecret(token)).Scan(&used, &expires, &lang)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return SignInUnknown, "", nil
+	case err != nil:
+		return "", "", fmt.Errorf("read sign-in link: %w", mapErr(err))
+	case used != nil:
+		return SignInUsed, lang, nil
+	case !expires.After(now):
+		return SignInExpired, lang, nil
+	}
+	return SignInUsable, lang, nil
+}
+
+// PersonLang is the language a person last chose in chat (/lang), "" when they never did.
+func PersonLang(ctx context.Context, db DB, openID string) (string, error) {
+	var lang string
+	err := db.QueryRow(ctx, `SELECT lang FROM chat_setting WHERE updated_by = $1 ORDER BY updated_at DESC LIMIT 1`, openID).Scan(&lang)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the person's language: %w", mapErr(err))
+	}
+	return lang, nil
 }
 
 // WebSession is a signed-in browser: a Lark person, or an admin who signed in with the admin
@@ -304,6 +382,7 @@ type GoalPage struct {
 	Audit     []Audit
 	Proposals []Proposal
 	Spent     int
+	Schedules []HomeSchedule // the armed schedules' next fires (heartbeats per agent, the report)
 }
 
 // DigestRecord is a past report digest with its facts.
@@ -398,6 +477,17 @@ func ReadGoalPage(ctx context.Context, db DB, g Goal, now time.Time) (GoalPage, 
 		return GoalPage{}, err
 	}
 	if p.Spent, err = SpentSlots(ctx, db, g.ID, time.Duration(g.WindowHours)*time.Hour, now); err != nil {
+		return GoalPage{}, err
+	}
+	if rows, err = q("read schedules", `SELECT goal_id, agent_id, kind, spec, tz, next_fire_at FROM schedule
+		WHERE goal_id = $1 AND enabled AND NOT held AND next_fire_at IS NOT NULL ORDER BY kind, agent_id`, g.ID); err != nil {
+		return GoalPage{}, err
+	}
+	if p.Schedules, err = collect(rows, "read schedules", func(r pgx.Row) (HomeSchedule, error) {
+		var h HomeSchedule
+		err := r.Scan(&h.GoalID, &h.AgentID, &h.Kind, &h.Spec, &h.TZ, &h.NextAt)
+		return h, err
+	}); err != nil {
 		return GoalPage{}, err
 	}
 	return p, nil

@@ -13,7 +13,7 @@ import (
 // its context) sharing one layout, and every word they show in web/words.<lang>.json.
 
 // pageNames are the pages of the workspace; each is web/<name>.html defining "content".
-var pageNames = []string{"home", "goal", "proposal", "signin", "notice"}
+var pageNames = []string{"home", "goals", "goal", "turn", "proposal", "signin", "notice"}
 
 // Pages renders the workspace's pages in every language. It is immutable and safe for
 // concurrent use.
@@ -88,6 +88,40 @@ func (p *Pages) funcs(lang string) template.FuncMap {
 		"ago": func(now, t time.Time) string {
 			return Ago(lang, now.Sub(t))
 		},
+		// since says an age with its word: "4 min ago", "4 分钟前".
+		"since": func(now, t time.Time) string { return p.Word(lang, "n_ago", Ago(lang, now.Sub(t))) },
+		// until says a time to come: "in 12 min", "12 分钟后".
+		"until": func(now, t time.Time) string { return p.Word(lang, "in_time", Ago(lang, t.Sub(now))) },
+		// plural picks key_one or key_other by n and formats it with n: "1 goal", "2 goals".
+		"plural": func(n int, key string) string {
+			if n == 1 {
+				return p.Word(lang, key+"_one", n)
+			}
+			return p.Word(lang, key+"_other", n)
+		},
+		"schedule": func(spec string) string { return Schedule(lang, spec) },
+		// word says a value from the state by its word prefix+value (turn states, inbox
+		// modes, audit actions, skip reasons); a value with no word yet reads as itself with
+		// spaces, never as a key.
+		"word": func(prefix, value string) string {
+			if w, ok := p.words[Lang(lang)][prefix+value]; ok {
+				return w
+			}
+			return strings.NewReplacer("_", " ", ".", " ").Replace(value)
+		},
+		"add": func(a, b int) int { return a + b },
+		// actor says who did something in an audit row: a person's open_id as it is, an
+		// agent by its name, the admin, the scheduler and the system in words.
+		"actor": func(actor string) string {
+			if a, ok := strings.CutPrefix(actor, "agent:"); ok {
+				return p.Word(lang, "actor_agent", a[strings.LastIndex(a, "/")+1:])
+			}
+			if w, ok := p.words[Lang(lang)]["actor_"+actor]; ok {
+				return w
+			}
+			return actor
+		},
+		"dur": func(a, b time.Time) string { return Ago(lang, b.Sub(a)) },
 		"at": func(t time.Time, tz string) string {
 			loc, err := time.LoadLocation(tz)
 			if err != nil {

@@ -266,6 +266,13 @@ func (s *Set) funcs() template.FuncMap {
 		},
 		"join": func(list any, sep string) string { return strings.Join(toStrings(list), sep) },
 		"add":  func(a, b int) int { return a + b },
+		// plural picks the English form for a count: {{plural .N "turn" "turns"}}.
+		"plural": func(n any, one, other string) string {
+			if fmt.Sprint(n) == "1" {
+				return one
+			}
+			return other
+		},
 		"trunc": func(n int, s string) string {
 			if utf8.RuneCountInString(s) <= n {
 				return s

@@ -61,8 +61,10 @@ func (s *Server) goal(ctx context.Context, r *http.Request, ss *session, v *view
 	}
 	v.Goal, v.Role, v.Page, v.Live = g.Goal, string(g.Role), page, g.ID
 	v.Title = "#" + g.ID
-	v.CanChange = g.Role.AtLeast(store.RoleOwner)
-	v.CanAnswer = v.CanChange
+	need := Needs()
+	v.CanChange = g.Role.AtLeast(need["move"])
+	v.CanAnswer = g.Role.AtLeast(need["approve"])
+	v.CanAct = g.Role.AtLeast(need["todo"]) && g.Role.AtLeast(need["message"])
 	for _, a := range page.Agents {
 		av := agentView{Agent: a}
 		for _, it := range page.Inbox {
@@ -169,7 +171,7 @@ func (s *Server) formError(w http.ResponseWriter, r *http.Request, ss *session, 
 		s.fail(w, r, gerr)
 		return
 	}
-	v.Flash, v.FlashKind = s.pages.Word(v.Lang, "flash_invalid", se.Error()), "warn"
+	v.Flash, v.FlashKind = s.invalid(v.Lang, se), "warn"
 	s.render(w, pageStatus(err), name, v)
 }
 
@@ -341,4 +343,15 @@ func (s *Server) setLang(ctx context.Context, w http.ResponseWriter, r *http.Req
 		to = "/web/"
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// invalid says why a form was refused: the field in the page's words, then (in English) the
+// store's reason; a Chinese page names the field in Chinese and asks to check it, so no
+// English reaches a Chinese screen.
+func (s *Server) invalid(lang string, se *store.Error) string {
+	label := s.pages.Word(lang, "fieldname_"+se.Field)
+	if label == "fieldname_"+se.Field {
+		label = change.FieldName(s.opts.Templates, lang, se.Field)
+	}
+	return s.pages.Word(lang, "flash_invalid", label, se.Msg)
 }

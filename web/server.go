@@ -17,6 +17,7 @@ import (
 
 	"loopx/cards"
 	"loopx/change"
+	"loopx/inbox"
 	"loopx/store"
 	"loopx/templates"
 )
@@ -37,6 +38,8 @@ type Options struct {
 	Cards *cards.Set
 	// Templates words effects and field names (the same words as chat). Required.
 	Templates *templates.Set
+	// Inbox takes the messages people send agents from the page (the chat's bounds). Required.
+	Inbox *inbox.Inbox
 	// AdminToken signs an admin in. "" turns admin sign-in off.
 	AdminToken string
 	// Admins are the open_ids allowed everything (LOOPX_ADMINS).
@@ -46,6 +49,9 @@ type Options struct {
 	// BaseURL is the workspace's address as people reach it (http://host:port), for the
 	// sign-in links the bot sends. Required for SignInLink.
 	BaseURL string
+	// Lark signs people in with Lark's OAuth (GET /web/signin/lark); nil leaves the one-time
+	// links and the admin token.
+	Lark LarkSignIn
 	// SecureCookies marks the session cookie Secure even on plain HTTP (behind a TLS proxy).
 	SecureCookies bool
 	// SessionTTL is how long a session lasts; 0 = 12 hours.
@@ -71,8 +77,8 @@ type Server struct {
 
 // New checks opts and builds the server and its routes.
 func New(opts Options) (*Server, error) {
-	if opts.Store == nil || opts.Changes == nil || opts.Templates == nil || opts.Cards == nil {
-		return nil, errors.New("new workspace: Store, Changes, Cards and Templates are required")
+	if opts.Store == nil || opts.Changes == nil || opts.Templates == nil || opts.Cards == nil || opts.Inbox == nil {
+		return nil, errors.New("new workspace: Store, Changes, Cards, Templates and Inbox are required")
 	}
 	pages, err := templates.NewPages()
 	if err != nil {
@@ -103,11 +109,19 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("new workspace: %w", err)
 	}
 	s.mux.Handle("GET /web/static/", http.StripPrefix("/web/static/", cacheFor(http.FileServerFS(assets))))
+	s.mux.HandleFunc("GET /web/manifest.webmanifest", s.manifest)
+	s.mux.HandleFunc("GET /web/sw.js", s.serviceWorker)
+	s.mux.HandleFunc("GET /web/offline", s.offline)
 	s.mux.HandleFunc("GET /web/{$}", s.page(s.home))
+	s.mux.HandleFunc("GET /web/goals", s.page(s.goals))
 	s.mux.HandleFunc("GET /web/goals/{goal}", s.page(s.goal))
+	s.mux.HandleFunc("GET /web/goals/{goal}/turns/{turn}", s.page(s.turn))
 	s.mux.HandleFunc("GET /web/proposals/{proposal}", s.page(s.proposal))
 	s.mux.HandleFunc("POST /web/goals/{goal}/proposals", s.form(s.propose))
 	s.mux.HandleFunc("POST /web/goals/{goal}/gates/{gate}/answer", s.form(s.answerGate))
+	s.mux.HandleFunc("POST /web/goals/{goal}/todos", s.form(s.addTodo))
+	s.mux.HandleFunc("POST /web/goals/{goal}/todos/{todo}", s.form(s.moveTodo))
+	s.mux.HandleFunc("POST /web/goals/{goal}/agents/{agent}/messages", s.form(s.message))
 	s.mux.HandleFunc("POST /web/proposals/{proposal}/confirm", s.form(s.confirm))
 	s.mux.HandleFunc("POST /web/proposals/{proposal}/cancel", s.form(s.cancel))
 	s.mux.HandleFunc("POST /web/lang", s.form(s.setLang))
@@ -115,7 +129,11 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /web/signin", s.signInPage)
 	s.mux.HandleFunc("POST /web/signin", s.signIn)
 	s.mux.HandleFunc("POST /web/signin/admin", s.signInAdmin)
+	s.mux.HandleFunc("POST /web/signin/links", s.issueLink)
+	s.mux.HandleFunc("GET /web/signin/lark", s.larkSignIn)
+	s.mux.HandleFunc("GET /web/signin/lark/callback", s.larkCallback)
 	s.mux.HandleFunc("GET /web/events", s.events)
+	s.mux.HandleFunc("/web/", s.unknownPage)
 	s.mux.HandleFunc("GET /web", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/web/", http.StatusFound)
 	})
@@ -207,7 +225,14 @@ type view struct {
 
 	Proposal cards.ProposalView
 
+	Goals   goalsView
+	Turn    store.TurnPage
+	CanAct  bool // the person may add todos and message agents (a member)
+	ShowLog bool // the turn page shows the runner's log tail (owners, admins)
+
 	Token            string
+	Lark             bool   // the sign-in page offers Lark's sign-in
+	Next             string // the page to land on after signing in
 	Heading, Message string
 }
 
@@ -260,9 +285,11 @@ func (s *Server) flash(r *http.Request, v *view) {
 	code, arg := q.Get("m"), q.Get("a")
 	allowed := map[string][]string{
 		"applied": nil, "cancelled": nil, "stale": nil, "expired": nil, "refused": nil, "signed_out": nil,
-		"settled":     {"applied", "cancelled", "stale", "expired", "refused"},
-		"answered":    {"approved", "rejected", "answered"},
-		"not_allowed": {"owners", "admins"},
+		"todo_added": nil, "todo_moved": nil, "todo_changed": nil, "steer_no_turn": nil, "inbox_full": nil,
+		"settled":      {"applied", "cancelled", "stale", "expired", "refused"},
+		"answered":     {"approved", "rejected", "answered"},
+		"not_allowed":  {"owners", "members", "admins"},
+		"message_sent": {"inbox", "queue", "steer"},
 	}
 	args, ok := allowed[code]
 	if !ok || (args != nil && !contains(args, arg)) {
@@ -270,14 +297,16 @@ func (s *Server) flash(r *http.Request, v *view) {
 	}
 	words := map[string]string{"approved": s.pages.Word(v.Lang, "gate_approved"), "rejected": s.pages.Word(v.Lang, "gate_rejected"),
 		"answered": s.pages.Word(v.Lang, "gate_answered"),
-		"owners":   s.pages.Word(v.Lang, "owners"), "admins": s.pages.Word(v.Lang, "admin")}
+		"owners":   s.pages.Word(v.Lang, "owners_word"), "members": s.pages.Word(v.Lang, "members_word"), "admins": s.pages.Word(v.Lang, "admins_word"),
+		"inbox": s.pages.Word(v.Lang, "sent_inbox"), "queue": s.pages.Word(v.Lang, "sent_queue"), "steer": s.pages.Word(v.Lang, "sent_steer")}
 	a := cmp.Or(words[arg], s.pages.Word(v.Lang, "state_"+arg))
 	if args == nil {
 		v.Flash = s.pages.Word(v.Lang, "flash_"+code)
 	} else {
 		v.Flash = s.pages.Word(v.Lang, "flash_"+code, a)
 	}
-	v.FlashKind = map[string]string{"applied": "ok", "answered": "ok", "signed_out": "ok", "cancelled": "info", "settled": "info"}[code]
+	v.FlashKind = map[string]string{"applied": "ok", "answered": "ok", "signed_out": "ok", "cancelled": "info", "settled": "info",
+		"todo_added": "ok", "todo_moved": "ok", "message_sent": "ok"}[code]
 	if v.FlashKind == "" {
 		v.FlashKind = "warn"
 	}
@@ -355,6 +384,10 @@ func (s *Server) signInPrompt(w http.ResponseWriter, r *http.Request) {
 	v := s.baseView(r, nil, s.opts.DefaultLang)
 	s.flash(r, v)
 	v.Title = s.pages.Word(v.Lang, "sign_in")
+	v.Lark, v.Next = s.opts.Lark != nil, "/web/"
+	if r.Method == http.MethodGet && store.SafeNext(r.URL.RequestURI()) {
+		v.Next = r.URL.RequestURI()
+	}
 	s.render(w, http.StatusUnauthorized, "signin", v)
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"loopx/cards"
 	"loopx/change"
+	"loopx/inbox"
 	"loopx/store"
 	"loopx/store/storetest"
 	"loopx/templates"
@@ -43,6 +44,14 @@ type testBundle struct {
 // agent codex and one open gate announced to the owner.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+type webOptions = web.Options
+
+// setupWith is setup with the workspace's options changed by edit.
+func setupWith(t *testing.T, edit func(*webOptions)) *testBundle {
+	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Microsecond))
 	st := storetest.New(t, store.Options{Now: clock.Now})
 	ctx := t.Context()
@@ -59,11 +68,17 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	k, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
 	require.NoError(t, err)
-	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, AdminToken: admin, Now: clock.Now})
+	ib, err := inbox.New(st, inbox.Options{Now: clock.Now, Templates: tpl})
+	require.NoError(t, err)
+	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib, AdminToken: admin, Now: clock.Now})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	srv2, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, AdminToken: admin, Now: clock.Now, BaseURL: hs.URL})
+	opts := web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib, AdminToken: admin, Now: clock.Now, BaseURL: hs.URL}
+	if edit != nil {
+		edit(&opts)
+	}
+	srv2, err := web.New(opts)
 	require.NoError(t, err)
 	hs.Config.Handler = srv2
 	return &testBundle{st: st, srv: srv2, http: hs, clock: clock}
@@ -87,7 +102,7 @@ func (b *testBundle) newBrowser(t *testing.T) *browser {
 // link issues a sign-in link for openID as the bot would.
 func (b *testBundle) link(t *testing.T, openID string) string {
 	t.Helper()
-	l, err := b.srv.SignInLink(t.Context(), b.st.DB(), openID)
+	l, err := b.srv.SignInLink(t.Context(), b.st.DB(), store.SignInParams{OpenID: openID})
 	require.NoError(t, err)
 	return l
 }
@@ -171,17 +186,29 @@ func TestSignInLinkIsSingleUseBoundAndShort(t *testing.T) {
 	require.Contains(t, body, "What needs you")
 	require.Contains(t, body, owner)
 
-	// The same link a second time signs nobody in.
+	// The same link a second time says so before any click, and signs nobody in.
 	other := b.newBrowser(t)
-	status, body = other.signInWith(link)
+	status, body, _ = other.get(strings.TrimPrefix(link, other.base))
+	require.Equal(t, http.StatusGone, status)
+	require.Contains(t, body, "This link was already used")
+	require.NotContains(t, body, `action="/web/signin"`, "no Continue button on a used link")
+	lu, _ := url.Parse(link)
+	status, body = other.postRaw("/web/signin", url.Values{"t": {lu.Query().Get("t")}})
 	require.Equal(t, http.StatusUnauthorized, status)
 	require.Contains(t, body, "This link does not work")
 
-	// A link older than 10 minutes neither.
+	// A link older than 10 minutes neither; it says it expired.
 	late := b.link(t, owner)
 	b.clock.Add(store.SignInTTL + time.Second)
-	status, _ = b.newBrowser(t).signInWith(late)
+	status, body, _ = b.newBrowser(t).get(strings.TrimPrefix(late, b.http.URL))
+	require.Equal(t, http.StatusGone, status)
+	require.Contains(t, body, "This link has expired")
+	lu, _ = url.Parse(late)
+	status, _ = b.newBrowser(t).postRaw("/web/signin", url.Values{"t": {lu.Query().Get("t")}})
 	require.Equal(t, http.StatusUnauthorized, status)
+	status, body, _ = b.newBrowser(t).get("/web/signin?t=0123")
+	require.Equal(t, http.StatusNotFound, status)
+	require.Contains(t, body, "This is not a sign-in link of this workspace")
 
 	// Sign-out ends the session on the server.
 	b.clock.Add(-store.SignInTTL - time.Second)
@@ -354,7 +381,7 @@ func TestBudgetPreviewConfirmAndStale(t *testing.T) {
 	form.Del("key")
 	status, body = br.post("/web/goals/docs/proposals", form)
 	require.Equal(t, http.StatusUnprocessableEntity, status)
-	require.Contains(t, body, "allowed_slots: &#34;many&#34; is not a whole number")
+	require.Contains(t, body, "turns per window: &#34;many&#34; is not a whole number", "the field in people's words, never its internal name")
 
 	// A form without the session's CSRF token changes nothing.
 	status, _ = br.postRaw("/web/goals/docs/proposals", url.Values{"kind": {"goal.pause"}, "csrf": {"forged"}})
@@ -366,7 +393,7 @@ func TestStrangerSeesNothingAndChineseRenders(t *testing.T) {
 	b := setup(t)
 	sb := b.signIn(t, stranger)
 	_, body, _ := sb.get("/web/")
-	require.Contains(t, body, "0 goals you can see.")
+	require.Contains(t, body, "0 goals you can see")
 	require.NotContains(t, body, "Publish the draft?")
 	status, body, _ := sb.get("/web/goals/docs")
 	require.Equal(t, http.StatusNotFound, status)
@@ -389,7 +416,7 @@ func TestStrangerSeesNothingAndChineseRenders(t *testing.T) {
 	status, loc = ab.postRaw("/web/signin/admin", url.Values{"token": {admin}})
 	require.Equal(t, http.StatusSeeOther, status)
 	_, body, _ = ab.get(loc)
-	require.Contains(t, body, "1 goals you can see.")
+	require.Contains(t, body, "1 goal you can see")
 	status, _ = b.newBrowser(t).postRaw("/web/signin/admin", url.Values{"token": {"wrong"}})
 	require.Equal(t, http.StatusUnauthorized, status)
 }
@@ -483,7 +510,9 @@ func TestDatabaseOutageIs503WithRetryAfter(t *testing.T) {
 	cs := cards.New(tpl, "zh")
 	k, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
 	require.NoError(t, err)
-	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, AdminToken: admin, DefaultLang: "zh"})
+	ib, err := inbox.New(st, inbox.Options{Templates: tpl})
+	require.NoError(t, err)
+	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib, AdminToken: admin, DefaultLang: "zh"})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)

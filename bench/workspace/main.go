@@ -1,6 +1,8 @@
-// Command workspace measures the web workspace's first pages at 10,000 goals: the server
-// time of GET /web/ (what needs you) and of a goal page, for an admin (every goal visible),
-// an owner of a few goals among them, and a person on no goal. Each page is served by the real
+// Command workspace measures the web workspace at 10,000 goals: the server time of GET /web/
+// (what needs you), of the goals list (/web/goals, its first page and a later one), of a busy
+// goal's page (200 todos, 500 turns) and of one of its turns, for an admin (every goal
+// visible), an owner of a few goals among them, and a person on no goal; beside a baseline,
+// the styled 404 of the same handler, measured in the same run. Each page is served by the real
 // handler (package web) on a real PostgreSQL, in process, so the time is the server's alone:
 // from the request entering the handler to the last byte written. The target is under
 // 100 ms at 10,000 goals.
@@ -25,14 +27,18 @@ import (
 
 	"loopx/cards"
 	"loopx/change"
+	"loopx/inbox"
 	"loopx/store"
 	"loopx/store/storetest"
 	"loopx/templates"
 	"loopx/web"
 )
 
-// Who the pages are measured for.
+// Who the pages are measured for, and the busy goal's pages (g00001: 200 todos, 500 turns).
 const (
+	busyGoal = "/web/goals/g00001"
+	busyTurn = "/web/goals/g00001/turns/100250"
+
 	benchOwner  = "ou_bench_owner"  // owner of 10 goals, member of 90 more
 	benchNobody = "ou_bench_nobody" // on no goal
 )
@@ -101,13 +107,17 @@ func run(ctx context.Context, goals, n int, out string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl})
+	ib, err := inbox.New(st, inbox.Options{Templates: tpl})
+	if err != nil {
+		return err
+	}
+	srv, err := web.New(web.Options{Store: st, Changes: k, Cards: cs, Templates: tpl, Inbox: ib})
 	if err != nil {
 		return err
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	rep := report{At: time.Now().UTC().Format(time.RFC3339), Goals: goals, CPU: runtime.NumCPU(), Load: strings.TrimSpace(string(load)),
-		Note: "server time of the real handler in process (no network), on a real PostgreSQL; the goal page is g00001, on which the owner is an owner"}
+		Note: "server time of the real handler in process (no network), on a real PostgreSQL; /web/no-such-page is the baseline (the session read and the layout, no data); g00001 is the busy goal (200 todos, 500 turns with evidence and spends, 30 gates, 300 audit rows), on which the owner is an owner"}
 	people := []struct {
 		name string
 		ws   store.WebSession
@@ -118,7 +128,10 @@ func run(ctx context.Context, goals, n int, out string, keep bool) error {
 		if err != nil {
 			return err
 		}
-		for _, page := range []string{"/web/", "/web/goals/g00001"} {
+		// The baseline is the styled 404 of the same handler: the session's read and a page's
+		// render with no data, measured in the same run, so a page's figure can be read
+		// against what the machine gives any page at that moment.
+		for _, page := range []string{"/web/no-such-page", "/web/", "/web/goals", "/web/goals?sort=recent&page=3", busyGoal, busyTurn} {
 			s, err := measure(srv, id, page, n)
 			if err != nil {
 				return err
@@ -211,6 +224,27 @@ func seed(ctx context.Context, db store.DB, n int) error {
 		 FROM goal WHERE right(id, 5)::int % 40 = 0 OR id = 'g00003'`,
 		`UPDATE schedule SET rearm = false, next_fire_at = now() + (random() * interval '30 minutes'),
 		        next_run_at = now() + interval '30 minutes'`,
+		// The busy goal: 200 todos across the board, 500 ended turns (the newest 250 inside the
+		// quota window, each with a spend and two pieces of evidence), answered gates, a long
+		// audit trail.
+		`INSERT INTO todo (goal_id, text, priority, status)
+		 SELECT 'g00001', 'busy todo ' || i, i % 5, (ARRAY['open','blocked','done','cancelled'])[1 + i % 4] FROM generate_series(1, 198) i`,
+		`INSERT INTO turn (id, goal_id, agent_id, instance_id, todo_id, state, lease_expires_at, started_at, ended_at, outcome, log_tail)
+		 SELECT 100000 + i, 'g00001', 'a1', 'busy-' || i, (SELECT min(id) FROM todo WHERE goal_id = 'g00001'),
+		        CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'ok' END, now() - ((500 - i) * interval '5 minutes'),
+		        now() - ((500 - i) * interval '5 minutes') - interval '4 minutes', now() - ((500 - i) * interval '5 minutes'),
+		        'exit 0', repeat('line of the runner''s log' || chr(10), 40)
+		 FROM generate_series(1, 500) i`,
+		`INSERT INTO evidence (goal_id, agent_id, turn_id, kind, summary, ref)
+		 SELECT 'g00001', 'a1', t.id, (ARRAY['link','note'])[1 + k], 'what turn ' || t.id || ' made', 'https://example.test/' || t.id
+		 FROM turn t, generate_series(0, 1) k WHERE t.goal_id = 'g00001' AND t.instance_id LIKE 'busy-%'`,
+		`INSERT INTO quota_ledger (goal_id, agent_id, kind, turn_id, slots, created_at)
+		 SELECT 'g00001', 'a1', 'slot_spent', t.id, 1, t.ended_at FROM turn t WHERE t.goal_id = 'g00001' AND t.instance_id LIKE 'busy-%'`,
+		`INSERT INTO gate (goal_id, agent_id, question, status, answer, answered_by, answered_at)
+		 SELECT 'g00001', 'a1', 'answered question ' || i, 'approved', 'approve', 'ou_bench_owner', now() - i * interval '1 hour'
+		 FROM generate_series(1, 30) i`,
+		`INSERT INTO audit (at, actor, surface, action, goal_id, target, allowed)
+		 SELECT now() - i * interval '1 minute', 'agent:g00001/a1', 'api', 'todo.update', 'g00001', 'todo:1', true FROM generate_series(1, 300) i`,
 		`ANALYZE`,
 	}
 	for i, q := range stmts {

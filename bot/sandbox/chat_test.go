@@ -103,7 +103,7 @@ func TestChatClientAgainstSandbox(t *testing.T) {
 	}
 	waitFor := func(want string) {
 		t.Helper()
-		require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 5*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 30*time.Second, 10*time.Millisecond,
 			"output lacks %q:\n%s", want, out.String())
 	}
 
@@ -156,7 +156,7 @@ func TestChatClientAgainstSandbox(t *testing.T) {
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("RunChat did not return after /quit")
 	}
 
@@ -188,12 +188,12 @@ func TestChatClientStopsOnContextEnd(t *testing.T) {
 	done := make(chan error, 1)
 	out := &syncBuffer{}
 	go func() { done <- sandbox.RunChat(ctx, sandbox.ChatOptions{URL: sb.URL()}, in, out) }()
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "(no messages in") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "(no messages in") }, 30*time.Second, 10*time.Millisecond)
 	cancel()
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("RunChat did not return after the context ended")
 	}
 }
@@ -240,7 +240,7 @@ func TestChatClientReadsLikeLark(t *testing.T) {
 	}
 	waitFor := func(want string) {
 		t.Helper()
-		require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 5*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 30*time.Second, 10*time.Millisecond,
 			"output lacks %q:\n%s", want, out.String())
 	}
 	waitFor("   ┃ Decision needed · g1\n" +

@@ -72,6 +72,7 @@ const (
 	CodeContentTooLong   = 230025
 	CodeAppIDInvalid     = 10003
 	CodeAppSecretInvalid = 10014
+	CodeOAuthCodeInvalid = 20003 // authen: the authorization code is invalid
 )
 
 type tokenInfo struct {
@@ -101,6 +102,7 @@ func (s *Sandbox) handler() http.Handler {
 	lark("POST /open-apis/interactive/v1/card/update", RouteCardUpdate, true, s.cardUpdate)
 	lark("GET /open-apis/bot/v3/info", RouteBotInfo, true, s.botInfo)
 	lark("POST /callback/ws/endpoint", RouteWSEndpoint, false, s.wsEndpoint)
+	s.oauthRoutes(mux, lark)
 	mux.HandleFunc("GET /ws", s.wsUpgrade)
 	s.controlRoutes(mux)
 

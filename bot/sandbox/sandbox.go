@@ -142,6 +142,8 @@ type Sandbox struct {
 	rev       int64
 	changed   chan struct{}
 	tokens    map[string]tokenInfo
+	codes     map[string]oauthCode // OAuth authorization codes not yet exchanged
+	users     map[string]string    // a person's access token → their open_id
 	issues    int
 	chats     map[string]*chat
 	chatOrder []string
@@ -171,17 +173,17 @@ func New(opts Options) (*Sandbox, error) {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s := &Sandbox{
-		opts:     opts,
-		log:      opts.Logger,
-		now:      opts.Now,
-		nonce:    randomHex(3),
-		ln:       ln,
-		base:     "http://" + ln.Addr().String(),
-		bg:       bg,
-		cancel:   cancel,
-		httpc:    &http.Client{Timeout: opts.AckBudget},
-		changed:  make(chan struct{}),
-		tokens:   map[string]tokenInfo{},
+		opts:    opts,
+		log:     opts.Logger,
+		now:     opts.Now,
+		nonce:   randomHex(3),
+		ln:      ln,
+		base:    "http://" + ln.Addr().String(),
+		bg:      bg,
+		cancel:  cancel,
+		httpc:   &http.Client{Timeout: opts.AckBudget},
+		changed: make(chan struct{}),
+		tokens:  map[string]tokenInfo{}, codes: map[string]oauthCode{}, users: map[string]string{},
 		chats:    map[string]*chat{},
 		messages: map[string]*Message{},
 		uuids:    map[string]uuidEntry{},

@@ -222,7 +222,7 @@ func TestChatClientAcrossARestart(t *testing.T) {
 	}()
 	waitFor := func(want string) {
 		t.Helper()
-		require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 10*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), want) }, 30*time.Second, 10*time.Millisecond,
 			"output lacks %q:\n%s", want, out.String())
 	}
 	waitFor("(/click 1 <button#>)")

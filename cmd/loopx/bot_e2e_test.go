@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,9 +45,8 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 			"LARK_APP_ID": sb.AppID(), "LARK_APP_SECRET": sb.AppSecret(), "LARK_BASE_URL": sb.URL(),
 			"LARK_TRANSPORT": "ws", "LOOPX_SCHEDULER": "off", "LOOPX_REPLICA": name, "LOG_LEVEL": "info"}
 	}
-	a := startServe(t, env("a"))
-	startServe(t, env("b"))
-	require.Eventually(t, func() bool { return len(sb.WSConnections()) == 2 }, 30*time.Second, 20*time.Millisecond,
+	replicas := map[string]*serveProc{"a": startServe(t, env("a")), "b": startServe(t, env("b"))}
+	require.Eventually(t, func() bool { return len(sb.WSConnections()) == 2 }, time.Minute, 20*time.Millisecond,
 		"both replicas hold a long connection")
 
 	d, err := sb.UserSays(chat, sandbox.ChatGroup, owner, "please refresh the changelog", sandbox.MentionBot())
@@ -68,9 +68,9 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 	require.Eventually(t, func() bool {
 		m, _ := sb.Message(d.MessageID)
 		return len(m.Reactions) == 1
-	}, 10*time.Second, 20*time.Millisecond, "one receipt")
+	}, time.Minute, 20*time.Millisecond, "one receipt")
 
-	// A burst of replies; replica a is stopped while sends are in flight.
+	// A burst of replies; the replica sending one is stopped while the send is in flight.
 	const n = 24
 	for i := range n {
 		_, err := pool.Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, content) VALUES ($1, 'text', $2, $3)`,
@@ -80,18 +80,26 @@ func TestTwoReplicasShareOneLarkApp(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) >= 3
 	},
-		20*time.Second, 10*time.Millisecond)
-	// Slow Lark down so that a send is in flight when the signal arrives.
-	sb.FailNext(sandbox.RouteCreate, 3, sandbox.Fail{Delay: 1500 * time.Millisecond})
-	time.Sleep(400 * time.Millisecond)
+		time.Minute, 10*time.Millisecond)
+	// Slow Lark down so that a send is in flight when the signal arrives: every remaining send
+	// takes half a second, long enough to see which replica holds the chat's one in-flight
+	// row, however busy the machine. That replica is the one stopped.
+	sb.FailNext(sandbox.RouteCreate, n, sandbox.Fail{Delay: 500 * time.Millisecond})
+	var holder string
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(ctx, `SELECT claimed_by FROM outbox WHERE state = 'sending' AND uuid LIKE 'e2e-burst-%' LIMIT 1`).Scan(&holder)
+		return err == nil
+	}, time.Minute, 5*time.Millisecond, "a send in flight")
+	name, _, _ := strings.Cut(holder, "/") // a sender's claims are "<replica>/<random>"
+	require.Contains(t, replicas, name, "claimed by %q", holder)
 	start := time.Now()
-	a.stop(t) // SIGTERM; fails the test if the process is not gone within the 5 s grace
-	t.Logf("replica a stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	replicas[name].stop(t) // SIGTERM; fails the test if the process does not exit cleanly (see stop)
+	t.Logf("replica %s stopped %s after SIGTERM with a send in flight", name, time.Since(start).Round(time.Millisecond))
 
 	require.Eventually(t, func() bool {
 		return count(`SELECT count(*) FROM outbox WHERE state = 'sent' AND uuid LIKE 'e2e-burst-%'`) == n
 	},
-		30*time.Second, 20*time.Millisecond, "replica b delivered the rest")
+		2*time.Minute, 20*time.Millisecond, "the other replica delivered the rest")
 	var burst []string
 	for _, m := range sb.Chat(chat).BotMessages() {
 		if m.MsgType == "text" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"loopx/hosts/project"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -126,12 +127,12 @@ func printDecision(w io.Writer, raw json.RawMessage) error {
 	if d.Turn != nil {
 		fmt.Fprintf(w, "turn: %s\n", d.Turn.InstanceID)
 	}
-	fmt.Fprintf(w, "quota: %d/%d slots in %d h", d.Quota.SpentSlots, d.Quota.AllowedSlots, d.Quota.WindowHours)
+	fmt.Fprintf(w, "quota: %d of %d turns used in %d h", d.Quota.SpentSlots, d.Quota.AllowedSlots, d.Quota.WindowHours)
 	if d.Quota.NextEligible != nil {
 		fmt.Fprintf(w, ", next eligible %s", *d.Quota.NextEligible)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "next check: %s in %d min\n", d.Hint.Action, d.Hint.Interval)
+	fmt.Fprintf(w, "next check: %s, in %d min\n", project.HintText(d.Hint.Action), d.Hint.Interval)
 	return nil
 }
 

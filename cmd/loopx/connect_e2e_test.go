@@ -49,7 +49,7 @@ func TestConnectThenStatusInAnEmptyFolder(t *testing.T) {
 	require.Less(t, elapsed, time.Minute)
 	t.Logf("connect + status took %s", elapsed.Round(time.Millisecond))
 	for _, want := range []string{"goal my-app (My App), agent agent, " + s.url, "project " + project + ": connected",
-		"Needs you", "should-run  skip (idle)", "quota       24 of 24 slots left in 24 h", "inbox       0 waiting", "No turn yet"} {
+		"Needs you", "should-run  skip (idle)", "quota       24 of 24 turns left in 24 h", "inbox       0 waiting", "No turn yet"} {
 		require.Contains(t, status.stdout, want)
 	}
 	js := shell(t, project, user, "status", "--format", "json").json(t)

@@ -124,6 +124,7 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.hookCommand(),
 		a.permissionsCommand(),
 		a.proposalCommand(),
+		a.dashboardCommand(),
 	} {
 		if c.HasSubCommands() && c.RunE == nil {
 			c.RunE = groupRunE

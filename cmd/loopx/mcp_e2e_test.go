@@ -44,7 +44,7 @@ func newMCPEnv(t *testing.T) *mcpEnv {
 	s := startServe(t, map[string]string{"DATABASE_URL": dbURL, "LOOPX_ADMIN_TOKEN": e2eAdminToken,
 		"LARK_APP_ID": sb.AppID(), "LARK_APP_SECRET": sb.AppSecret(), "LARK_BASE_URL": sb.URL(),
 		"LARK_TRANSPORT": "ws", "LOOPX_SCHEDULER": "off"})
-	require.Eventually(t, func() bool { return len(sb.WSConnections()) == 1 }, 30*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return len(sb.WSConnections()) == 1 }, 2*time.Minute, 20*time.Millisecond,
 		"the bot holds its long connection")
 	return &mcpEnv{sb: sb, s: s, pool: pool, owner: "ou_mcp_owner"}
 }
@@ -87,7 +87,7 @@ func (e *mcpEnv) clickGate(t *testing.T, chat, question string) {
 			}
 		}
 		return false
-	}, 15*time.Second, 20*time.Millisecond, "the gate card reached the chat")
+	}, 2*time.Minute, 20*time.Millisecond, "the gate card reached the chat")
 	res, err := e.sb.ClickButtonN(t.Context(), card.ID, e.owner, 1) // Approve comes first
 	require.NoError(t, err)
 	require.Equal(t, "success", res.Toast.Type, res.Toast.Content)
@@ -98,7 +98,7 @@ func callTool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]
 	if args == nil {
 		args = map[string]any{}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 	require.NoError(t, err, name)
@@ -133,7 +133,7 @@ func stdioSession(t *testing.T, dir string, env ...string) *sdk.ClientSession {
 	cmd.Dir = dir
 	cmd.Env = append(baseEnv(), env...)
 	cmd.Stderr = os.Stderr
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e-host", Version: "v0"}, nil).
 		Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
@@ -231,7 +231,7 @@ func TestMCPGovernedTurn(t *testing.T) {
 
 	t.Run("streamable http", func(t *testing.T) {
 		chat, token, todo := e.goal(t, "mcp-http")
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e-remote-host", Version: "v0"}, nil).Connect(ctx,
 			&sdk.StreamableClientTransport{Endpoint: e.s.url + "/mcp", HTTPClient: &http.Client{Transport: bearerRT(token)}}, nil)

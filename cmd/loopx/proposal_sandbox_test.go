@@ -48,7 +48,7 @@ func TestBudgetPreviewCardInSandbox(t *testing.T) {
 				}
 			}
 			return found.MessageID != ""
-		}, 30*time.Second, 50*time.Millisecond, what)
+		}, 2*time.Minute, 50*time.Millisecond, what)
 		return found
 	}
 	next("the bind is answered", func(m sandbox.MessageView) bool { return strings.Contains(m.Text, "#g") })

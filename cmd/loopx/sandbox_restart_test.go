@@ -68,9 +68,35 @@ func (p *proc) stop(t *testing.T) {
 	select {
 	case err := <-p.done:
 		p.done <- err
-	case <-time.After(2 * server.ShutdownGrace):
+	case <-time.After(server.ShutdownGrace + stopRoom):
 		_ = p.cmd.Process.Kill()
-		t.Errorf("loopx %s did not stop within %s of SIGTERM", strings.Join(p.cmd.Args[1:], " "), 2*server.ShutdownGrace)
+		t.Errorf("loopx %s did not stop within %s of SIGTERM", strings.Join(p.cmd.Args[1:], " "), server.ShutdownGrace+stopRoom)
+	}
+}
+
+// waitLong bounds each wait of the walkthrough below for a state (a card, an answer, a todo
+// done): it catches a stuck step, not a slow machine, where the demo agent's turns (each a few
+// CLI processes) take many seconds.
+const waitLong = 3 * time.Minute
+
+// waitWhile polls cond until it holds: it fails at once, with the output, when one of procs
+// (the processes the state depends on) has exited, and after waitLong otherwise.
+func waitWhile(t *testing.T, what string, cond func() bool, procs ...*proc) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for !cond() {
+		for _, p := range procs {
+			select {
+			case err := <-p.done:
+				p.done <- err
+				t.Fatalf("waiting until %s: loopx %s exited (%v):\n%s", what, strings.Join(p.cmd.Args[1:], " "), err, p.out.String())
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", waitLong, what)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -116,25 +142,24 @@ func TestSandboxSurvivesARestart(t *testing.T) {
 
 	first := startProc(t, bin, serveEnv(freeAddr(t)), "serve")
 	var card sandbox.MessageView
-	require.Eventually(t, func() bool {
+	waitWhile(t, "the demo agent asks its gate", func() bool {
 		var ok bool
 		card, ok = gateCard()
 		return ok
-	}, 90*time.Second, 200*time.Millisecond, "the demo agent asks its gate")
+	}, first)
 	first.stop(t)
 	require.NoError(t, <-first.done, "serve stops cleanly")
 
 	listen := freeAddr(t)
 	second := startProc(t, bin, serveEnv(listen), "serve")
-	require.Eventually(t, func() bool { _, ok := gateCard(); return ok }, 60*time.Second, 100*time.Millisecond,
-		"the sandbox is back with its chat")
+	waitWhile(t, "the sandbox is back with its chat", func() bool { _, ok := gateCard(); return ok }, second)
 	require.NotContains(t, second.out.String(), "level=ERROR")
 
 	chat := startProc(t, bin, env("LOOPX_SANDBOX_URL="+sandboxURL), "chat")
 	// The card is shown again with its number; clicking it is the README's next step.
 	clickHint := regexp.MustCompile(`\(/click (\d+) <button#>\)`)
 	var n string
-	require.Eventually(t, func() bool {
+	waitWhile(t, "loopx chat shows the open gate card", func() bool {
 		out := chat.out.String()
 		if !strings.Contains(out, card.Card.Title) {
 			return false
@@ -145,11 +170,10 @@ func TestSandboxSurvivesARestart(t *testing.T) {
 		}
 		n = m[0][1]
 		return true
-	}, 20*time.Second, 50*time.Millisecond, "loopx chat shows the open gate card")
+	}, second, chat)
 	_, err = fmt.Fprintf(chat.in, "/click %s 1\n", n)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return strings.Contains(chat.out.String(), "* toast [success]") }, 20*time.Second, 50*time.Millisecond,
-		"the click is answered")
+	waitWhile(t, "the click is answered", func() bool { return strings.Contains(chat.out.String(), "* toast [success]") }, second, chat)
 
 	token, err := server.ReadAdminToken(home)
 	require.NoError(t, err)
@@ -168,18 +192,18 @@ func TestSandboxSurvivesARestart(t *testing.T) {
 		}
 		return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
 	}
-	require.Eventually(t, func() bool {
+	waitWhile(t, "the agent carries on after the approval and finishes both todos", func() bool {
 		r := cli("todo", "list", "--goal-id", "demo-release", "--status", "done", "--format", "json")
 		var list struct{ Todos []map[string]any }
 		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &list) == nil && len(list.Todos) == 2
-	}, 60*time.Second, 250*time.Millisecond, "the agent carries on after the approval and finishes both todos")
+	}, second)
 
 	// A plain message to the agent is answered in its thread on a next heartbeat.
 	_, err = fmt.Fprintln(chat.in, "hello agent, what did you publish?")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	waitWhile(t, "the agent answers in the chat", func() bool {
 		return strings.Contains(chat.out.String(), "Hi! I am the demo agent")
-	}, 60*time.Second, 100*time.Millisecond, "the agent answers in the chat")
+	}, second, chat)
 
 	// The chat reads like Lark: the answered card, titled with its outcome, was printed once
 	// (the bot answers the click with it and also updates the message to it), and its

@@ -59,7 +59,7 @@ func newBrowser(t *testing.T, exe string) context.Context {
 
 func browse(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c, cancel := context.WithTimeout(ctx, 2*time.Minute) // bounds a stuck page, not a slow machine
 	defer cancel()
 	require.NoError(t, chromedp.Do(c, steps...), what)
 }
@@ -67,7 +67,7 @@ func browse(t *testing.T, ctx context.Context, what string, steps ...chromedp.Ac
 // value runs one action that returns a value.
 func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
-	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c, cancel := context.WithTimeout(ctx, 2*time.Minute) // bounds a stuck page, not a slow machine
 	defer cancel()
 	v, err := chromedp.Run(c, a)
 	require.NoError(t, err, what)
@@ -137,7 +137,7 @@ func TestWorkspaceInChromium(t *testing.T) {
 			}
 		}
 		return false
-	}, 30*time.Second, 100*time.Millisecond, "the gate card reaches the owner")
+	}, 2*time.Minute, 100*time.Millisecond, "the gate card reaches the owner")
 
 	// link asks the bot for a sign-in link in a direct chat, as a person would (/web).
 	link := func(openID string) string {
@@ -158,7 +158,7 @@ func TestWorkspaceInChromium(t *testing.T) {
 				}
 			}
 			return found != ""
-		}, 30*time.Second, 100*time.Millisecond, "the bot answers /web with a link")
+		}, 2*time.Minute, 100*time.Millisecond, "the bot answers /web with a link")
 		return found
 	}
 	signIn := func(ctx context.Context, openID string) {
@@ -200,7 +200,7 @@ func TestWorkspaceInChromium(t *testing.T) {
 			}
 		}
 		return false
-	}, 30*time.Second, 100*time.Millisecond, "the Lark card is updated in place")
+	}, 2*time.Minute, 100*time.Millisecond, "the Lark card is updated in place")
 
 	// Change the budget through preview → confirm.
 	browse(t, owner, "preview a budget of 50", chromedp.Navigate(s.url+"/web/goals/docs"),
@@ -247,7 +247,7 @@ func TestWorkspaceInChromium(t *testing.T) {
 	stranger := newBrowser(t, exe)
 	signIn(stranger, "ou_stranger")
 	text = bodyText(t, stranger)
-	require.Contains(t, text, "0 goals you can see.")
+	require.Contains(t, text, "0 goals you can see")
 	require.NotContains(t, text, "Publish the draft?")
 	browse(t, stranger, "open the goal as a stranger", chromedp.Navigate(s.url+"/web/goals/docs"), chromedp.WaitVisible(chromedp.CSS(`h1`)))
 	text = bodyText(t, stranger)

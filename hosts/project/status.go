@@ -93,9 +93,9 @@ func RenderStatus(w io.Writer, root string, conn Connection, st api.Status, now 
 		fmt.Fprintf(w, "  heartbeat   %s %s, not armed yet\n", hb.Spec, hb.TZ)
 	}
 	q := d.Quota
-	fmt.Fprintf(w, "  quota       %d of %d slots left in %d h", max(q.AllowedSlots-q.SpentSlots, 0), q.AllowedSlots, q.WindowHours)
+	fmt.Fprintf(w, "  quota       %d of %d turns left in %d h", max(q.AllowedSlots-q.SpentSlots, 0), q.AllowedSlots, q.WindowHours)
 	if q.NextEligibleAt != nil {
-		fmt.Fprintf(w, " (next slot %s)", clock(*q.NextEligibleAt, now))
+		fmt.Fprintf(w, " (next turn free %s)", clock(*q.NextEligibleAt, now))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  inbox       %d waiting", st.Inbox.Pending)
@@ -106,7 +106,7 @@ func RenderStatus(w io.Writer, root string, conn Connection, st api.Status, now 
 		fmt.Fprintf(w, ", %d drained and not acknowledged", st.Inbox.Delivered)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  next        %s every %d min (%s)\n", d.SchedulerHint.Action, d.SchedulerHint.IntervalMinutes, d.SchedulerHint.CadenceClass)
+	fmt.Fprintf(w, "  next        %s, every %d min\n", HintText(d.SchedulerHint.Action), d.SchedulerHint.IntervalMinutes)
 
 	if t := st.LastTurn; t != nil {
 		ended := "live"

@@ -68,8 +68,8 @@ func TestStopsOnContextCancel(t *testing.T) {
 	cancel()
 	select {
 	case <-c.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("postgres still running 20 s after the context was cancelled")
+	case <-time.After(time.Minute): // a fast shutdown takes a second; the rest is room for a busy machine
+		t.Fatal("postgres still running a minute after the context was cancelled")
 	}
 	require.NoError(t, c.Stop())
 }
