@@ -43,11 +43,11 @@ var leaves = []string{"loopx/bot/sandbox", "loopx/store/devpg", "loopx/templates
 // narrow lists packages held to fewer imports than their floor allows, each keeping a seam:
 // the bot knows Lark and the chat router's entry points, not the state (server/larkstore
 // adapts the outbox); the API's client speaks the API's types only; the host installers
-// write files and talk to nothing.
+// write files and talk to nothing (their texts come from the loop contract in templates).
 var narrow = map[string][]string{
 	"loopx/bot":           {"loopx/router"},
 	"loopx/api/client":    {"loopx/api"},
-	"loopx/hosts":         {"loopx/hosts/project"},
+	"loopx/hosts":         {"loopx/hosts/project", "loopx/templates"},
 	"loopx/hosts/project": {"loopx/api", "loopx/api/client", "loopx/store"},
 }
 

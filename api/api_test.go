@@ -43,6 +43,7 @@ func setup(t *testing.T) *testBundle {
 type response struct {
 	status int
 	body   []byte
+	header http.Header
 }
 
 func (r response) json(t *testing.T) map[string]any {
@@ -87,7 +88,7 @@ func (b *testBundle) do(t *testing.T, method, path, token, key string, body any)
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return response{status: resp.StatusCode, body: out}
+	return response{status: resp.StatusCode, body: out, header: resp.Header}
 }
 
 // admin sends a request with the admin token and a fresh idempotency key.
@@ -164,6 +165,7 @@ func TestNoTokenIs401(t *testing.T) {
 		r := b.do(t, tc.method, tc.path, tc.token, "k1", map[string]any{"goal_id": "x"})
 		require.Equal(t, http.StatusUnauthorized, r.status, "%s %s", tc.method, tc.path)
 		require.Equal(t, api.CodeUnauthenticated, r.err(t).Code)
+		require.Equal(t, `Bearer realm="loopx"`, r.header.Get("WWW-Authenticate"), "a 401 names the scheme it asks for")
 	}
 	require.Zero(t, b.counts(t)["goal"], "nothing was created without a token")
 }

@@ -110,8 +110,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
-	if e.Status == http.StatusServiceUnavailable {
+	switch e.Status {
+	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", store.RetryAfterSeconds)
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="loopx"`) // RFC 6750: the scheme a 401 asks for
 	}
 	writeJSON(w, e.Status, ErrorBody{Error: e})
 }

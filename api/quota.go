@@ -19,6 +19,17 @@ type ShouldRunBody struct {
 	// Via says how the host runs the turn (mcp, cli): an MCP turn gets a live progress card by
 	// default.
 	Via string `json:"via,omitempty"`
+	// TodoID selects the todo the turn is for (claimed when the turn opens); 0 = the
+	// highest-priority runnable one.
+	TodoID int64 `json:"todo_id,omitempty"`
+}
+
+// BindTurnBody is the body of POST /v1/goals/{goal}/turns/bind: move the agent's live turn,
+// which has recorded nothing yet, to another todo.
+type BindTurnBody struct {
+	AgentID        string `json:"agent_id,omitempty"`
+	TurnInstanceID string `json:"turn_instance_id"`
+	TodoID         int64  `json:"todo_id"`
 }
 
 // SpendBody is the body of POST /v1/goals/{goal}/spend-slot.
@@ -50,7 +61,7 @@ func (s *Server) shouldRun(ctx context.Context, r *request) (int, any, error) {
 	p := quota.ShouldRunParams{
 		GoalID: r.PathValue("goal"), AgentID: agent, TurnInstanceID: b.TurnInstanceID,
 		BeginTurn: b.BeginTurn, LeaseDuration: time.Duration(b.LeaseSeconds) * time.Second,
-		Via: b.Via, Meta: r.meta(),
+		Via: b.Via, TodoID: b.TodoID, Meta: r.meta(),
 	}
 	// The turn instance id, else the Idempotency-Key, is the replay key: the quota service
 	// stores the receipt with the decision, in its transaction.
@@ -67,6 +78,26 @@ func (s *Server) shouldRun(ctx context.Context, r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, d, nil
+}
+
+func (s *Server) bindTurn(ctx context.Context, r *request) (int, any, error) {
+	var b BindTurnBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	agent, err := s.actingAgent(r, "bind turn", b.AgentID, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	if b.TodoID <= 0 {
+		return 0, nil, invalid("todo_id", "is required: the todo the live turn is for")
+	}
+	t, err := s.st.BindTurnTodo(ctx, store.BindTurnParams{GoalID: r.PathValue("goal"), AgentID: agent,
+		InstanceID: b.TurnInstanceID, TodoID: b.TodoID, Meta: r.meta()})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, t, nil
 }
 
 func (s *Server) spendSlot(ctx context.Context, r *request) (int, any, error) {

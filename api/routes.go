@@ -27,6 +27,11 @@ func (s *Server) routes() {
 	s.handle("GET /v1/goals/{goal}/gates", s.listGates)
 	s.handle("POST /v1/goals/{goal}/gates/{gate}/answer", s.answerGate)
 	s.handle("POST /v1/goals/{goal}/gates/{gate}/cancel", s.cancelGate)
+	s.handle("GET /v1/goals/{goal}/gates/{gate}", s.showGate)
+	s.handle("POST /v1/goals/{goal}/gates/{gate}/expire", s.expirePermission)
+	s.handle("POST /v1/goals/{goal}/permissions", s.askPermission)
+	s.handle("GET /v1/goals/{goal}/permission-policy", s.showPolicy)
+	s.handle("PUT /v1/goals/{goal}/permission-policy", s.setPolicy)
 
 	s.handleUpload("POST /v1/goals/{goal}/evidence", s.addEvidence)
 	s.handle("GET /v1/goals/{goal}/evidence", s.listEvidence)
@@ -38,6 +43,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/goals/{goal}/status", s.goalStatus)
 
 	s.handle("GET /v1/goals/{goal}/turns", s.listTurns)
+	s.handle("POST /v1/goals/{goal}/turns/bind", s.bindTurn)
 	s.handle("GET /v1/goals/{goal}/turns/{turn}", s.showTurn)
 	s.handle("GET /v1/goals/{goal}/decisions", s.listDecisions)
 

@@ -1,5 +1,6 @@
 // Package cards renders every card the bot posts to Lark about the state: gate cards (asked,
-// answered, cancelled), proposal cards (preview, receipt, stale), and report digests. Chat,
+// answered, cancelled; a host's permission request has its own card, with Allow once, Allow
+// for this turn and Deny), proposal cards (preview, receipt, stale), and report digests. Chat,
 // the HTTP API, the web workspace, the change kernel and the scheduler all render through the
 // one Set that `loopx serve` builds, so a card reads the same whichever surface caused it.
 //

@@ -131,12 +131,31 @@ func gateData(ctx context.Context, db store.DB, goal store.Goal, g store.Gate) (
 	if g.AnsweredAt != nil {
 		at = g.AnsweredAt.UTC().Format("2006-01-02 15:04 UTC")
 	}
-	return map[string]any{
+	data := map[string]any{
 		"Open": g.Status == store.GateOpen, "GateID": g.ID, "Short": ShortGate(g.ID), "GoalID": g.GoalID,
 		"AgentID": g.AgentID, "CardVersion": g.CardVersion, "Owners": goal.Owners, "Question": g.Question,
 		"Options": g.Options, "TodoID": g.TodoID, "TodoText": text, "Status": g.Status,
 		"AnsweredBy": g.AnsweredBy, "AnsweredAt": at, "Answer": g.Answer, "Comment": g.Comment,
-	}, nil
+	}
+	if g.Kind == store.GateKindPermission && g.Request != nil {
+		// A permission gate's card shows the request itself, and how long it waits.
+		until := ""
+		if g.ExpiresAt != nil {
+			until = g.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		data["Host"], data["Tool"], data["Summary"] = g.Request.Host, g.Request.Tool, g.Request.Summary
+		data["Folder"], data["Turn"], data["Until"] = g.Request.Folder, g.Request.Turn, until
+		data["Expired"] = store.PermissionExpired(g)
+	}
+	return data, nil
+}
+
+// gateTemplate is the template of g's card: a permission request has its own.
+func gateTemplate(g store.Gate) string {
+	if g.Kind == store.GateKindPermission && g.Request != nil {
+		return "permission"
+	}
+	return "gate"
 }
 
 func renderGate(ctx context.Context, db store.DB, tpl *templates.Set, lang string, goal store.Goal, g store.Gate) (templates.Rendered, error) {
@@ -144,7 +163,7 @@ func renderGate(ctx context.Context, db store.DB, tpl *templates.Set, lang strin
 	if err != nil {
 		return templates.Rendered{}, err
 	}
-	return tpl.Render(lang, "gate", data)
+	return tpl.Render(lang, gateTemplate(g), data)
 }
 
 // Card renders gate g's card of goal in lang as it stands now (the card a click answers with).
@@ -153,7 +172,7 @@ func (gc GateCards) Card(ctx context.Context, db store.DB, lang string, goal sto
 	if err != nil {
 		return "", err
 	}
-	return gc.tpl.Card(lang, "gate", data)
+	return gc.tpl.Card(lang, gateTemplate(g), data)
 }
 
 // ShortGate is how people name a gate: g12.

@@ -1,8 +1,12 @@
 package hosts
 
 import (
+	_ "embed"
 	"fmt"
 	"strings"
+	"time"
+
+	"loopx/templates"
 )
 
 // Marker is the line every file and block an install writes carries: uninstall removes
@@ -17,7 +21,9 @@ var toolNames = []string{"should_run", "todo_list", "todo_add", "todo_claim", "t
 	"evidence_add", "gate_ask", "gate_list", "inbox_drain", "inbox_ack", "inbox_reply", "refresh_state",
 	"spend_slot", "goal_status"}
 
-const description = "Run one LoopX-governed turn on this project's goal (should_run first, then one bounded slice of the selected todo, evidence, refresh_state and spend_slot)."
+// description is what a host lists for the command or skill in every session: it says what
+// the command does and never asks for a LoopX turn by itself.
+const description = "Run one LoopX turn on this project's goal for the task given (the user's /loopx <task>, or a heartbeat): the task becomes the turn's todo, its evidence and its spent slot."
 
 // yamlString writes s as a double-quoted YAML scalar.
 func yamlString(s string) string {
@@ -25,30 +31,8 @@ func yamlString(s string) string {
 	return string(b)
 }
 
-// turnSteps are the steps of one turn, the same for every host. task says where the user's
-// task comes from in this host.
-func turnSteps(task string) string {
-	return `# One LoopX turn
-
-This project's work is governed by LoopX through the ` + "`loopx`" + ` MCP server. Run exactly one turn:
-
-1. Call ` + "`should_run`" + `. If ` + "`should_run`" + ` is false, tell the user its ` + "`next_step`" + ` in one line and stop:
-   do not work around a skip and do not spend.
-2. If ` + "`inbox.pending`" + ` is more than 0: ` + "`inbox_drain`" + `, answer each message with ` + "`inbox_reply`" + `,
-   then ` + "`inbox_ack`" + ` them. People come first.
-3. The user's task: ` + task + ` If no todo covers it yet, add it with ` + "`todo_add`" + `
-   (` + "`claim: true`" + `) and call ` + "`should_run`" + ` again.
-4. ` + "`todo_claim`" + ` the ` + "`selected_todo`" + ` and do one bounded slice of it, nothing else.
-5. Need an owner's decision (deploy, spend money, delete data, change the scope)? Call ` + "`gate_ask`" + `
-   and do not do it until an owner answers; ` + "`should_run`" + ` lists the answer in ` + "`recent_gates`" + `.
-6. Record what you produced with ` + "`evidence_add`" + ` (a link, the command that checks it, or a note),
-   and ` + "`todo_finish`" + ` the todo when it is done.
-7. Call ` + "`refresh_state`" + ` with ` + "`next_action`" + `: what the next turn should do first.
-8. Call ` + "`spend_slot`" + ` once, after the work is validated. Never on a skip.
-
-Every tool error says what to do next; follow it. Retrying a failed call is safe.
-`
-}
+// managed is the marker line, after the text a model reads first.
+func managed() string { return "\n<!-- " + Marker + " -->\n" }
 
 // claudeSkill is .claude/skills/loopx/SKILL.md: /loopx <task>, and /loop /loopx as the
 // native loop paced by scheduler_hint.
@@ -59,19 +43,18 @@ func claudeSkill() string {
 	}
 	return `---
 name: ` + CommandName + `
-description: ` + yamlString(description+" Use at the start of every turn of a loop on this project.") + `
+description: ` + yamlString(description) + `
 argument-hint: "[task]"
 allowed-tools: ` + strings.Join(allowed, ", ") + `
 ---
-<!-- ` + Marker + ` -->
-` + turnSteps(`"$ARGUMENTS" (empty: work on what `+"`should_run`"+` selects).`) + `
+` + templates.LoopSteps(templates.LoopCall{Command: "/" + CommandName, Task: `"$ARGUMENTS"`}) + `
 ## Looping
 
 ` + "`/loop /loopx`" + ` (no interval) keeps going at the pace LoopX sets: after each turn, schedule the
 next wake-up ` + "`scheduler_hint.interval_minutes`" + ` minutes later (3 to 10 while there is work, 30 to
 120 while waiting for an owner), and stop the loop when ` + "`scheduler_hint.action`" + ` is
 ` + "`stop_until_explicit_resume`" + `. A fixed ` + "`/loop 10m /loopx`" + ` works too: a skip costs nothing.
-`
+` + managed()
 }
 
 // codexSkill is the Codex skill: $loopx, and heartbeat automations paced by scheduler_hint.
@@ -80,37 +63,32 @@ func codexSkill() string {
 name: ` + CommandName + `
 description: ` + yamlString(description) + `
 ---
-<!-- ` + Marker + ` -->
-` + turnSteps("what the user wrote with `$loopx` (nothing: work on what `should_run` selects).") + `
+` + templates.LoopSteps(templates.LoopCall{Command: "$" + CommandName, Task: "what the user wrote after `$loopx`"}) + `
 ## Looping
 
 Codex has no built-in timer. Type ` + "`$loopx`" + ` for each turn, or let a heartbeat automation of the
 Codex app run ` + "`$loopx`" + `: set its interval to ` + "`scheduler_hint.interval_minutes`" + ` (3 to 10 minutes
 while there is work, 30 to 120 while waiting for an owner) and pause it when
 ` + "`scheduler_hint.action`" + ` is ` + "`stop_until_explicit_resume`" + `.
-`
+` + managed()
 }
 
 // cursorCommand is .cursor/commands/loopx.md: plain Markdown, Cursor reads no frontmatter.
 func cursorCommand() string {
-	return `<!-- ` + Marker + ` -->
-` + turnSteps("what the user wrote after `/loopx` (nothing: work on what `should_run` selects).") + `
+	return templates.LoopSteps(templates.LoopCall{Command: "/" + CommandName, Task: "what the user wrote after `/loopx`"}) + `
 Cursor has no built-in loop: run ` + "`/loopx`" + ` again for the next turn, after
 ` + "`scheduler_hint.interval_minutes`" + ` minutes.
-`
+` + managed()
 }
 
-// cursorRule is .cursor/rules/loopx.mdc, applied to every agent request.
+// cursorRule is .cursor/rules/loopx.mdc, applied to every agent request: it describes the
+// tools and never gates an ordinary request.
 func cursorRule() string {
 	return `---
-description: "LoopX governs the agent turns of this project"
+description: "What the LoopX tools are for in this project"
 alwaysApply: true
 ---
-<!-- ` + Marker + ` -->
-This project's work is governed by LoopX through the ` + "`loopx`" + ` MCP server. Start every agent turn
-with its ` + "`should_run`" + ` tool and work only when it answers should_run=true; end the turn with
-` + "`evidence_add`" + `, ` + "`refresh_state`" + ` and ` + "`spend_slot`" + `. The ` + "`/loopx`" + ` command has the steps.
-`
+` + templates.LoopTools("/"+CommandName) + "\n" + managed()
 }
 
 // openCodeCommand is .opencode/commands/loopx.md: /loopx <task>.
@@ -118,21 +96,59 @@ func openCodeCommand() string {
 	return `---
 description: ` + yamlString(description) + `
 ---
-<!-- ` + Marker + ` -->
-` + turnSteps(`"$ARGUMENTS" (empty: work on what `+"`should_run`"+` selects).`) + `
+` + templates.LoopSteps(templates.LoopCall{Command: "/" + CommandName, Task: `"$ARGUMENTS"`}) + `
 OpenCode has no built-in loop: run ` + "`/loopx`" + ` again for the next turn, after
 ` + "`scheduler_hint.interval_minutes`" + ` minutes.
-`
+` + managed()
 }
 
-// agentsBlock is the AGENTS.md section Codex (and other hosts) read in every session.
-func agentsBlock() string {
-	return `## LoopX
+// geminiCommand is .gemini/commands/loopx.toml (and Qwen Code's .qwen/commands/loopx.toml):
+// /loopx <task>, the task in {{args}}.
+func geminiCommand() string {
+	return "description = " + tomlQuote(description) + "\nprompt = '''\n" +
+		templates.LoopSteps(templates.LoopCall{Command: "/" + CommandName, Task: "{{args}}"}) +
+		"\nThere is no built-in loop: run `/loopx` again for the next turn, after `scheduler_hint.interval_minutes` minutes.\n'''\n" +
+		"# " + Marker + "\n"
+}
 
-This project's work is governed by LoopX through the ` + "`loopx`" + ` MCP server. Start every turn with
-its ` + "`should_run`" + ` tool and work only when it answers should_run=true; end the turn with
-` + "`evidence_add`" + `, ` + "`refresh_state`" + ` and ` + "`spend_slot`" + `. The ` + "`loopx`" + ` skill (` + "`$loopx`" + `) has the steps.
-`
+// copilotSkill is the Copilot CLI skill (/loopx).
+func copilotSkill() string {
+	return `---
+name: ` + CommandName + `
+description: ` + yamlString(description) + `
+---
+` + templates.LoopSteps(templates.LoopCall{Command: "/" + CommandName, Task: "what the user wrote after `/loopx`"}) + `
+Copilot CLI has no built-in loop: run ` + "`/loopx`" + ` again for the next turn, after
+` + "`scheduler_hint.interval_minutes`" + ` minutes.
+` + managed()
+}
+
+// piPrompt is Pi's prompt template /loopx; the tools are the extension's loopx_<tool>.
+func piPrompt() string {
+	return `---
+description: ` + yamlString(description) + `
+argument-hint: "[task]"
+---
+` + templates.LoopSteps(templates.LoopCall{Command: "/" + CommandName, Task: `"$ARGUMENTS"`}) + `
+In Pi the tools are named ` + "`loopx_<tool>`" + ` (` + "`loopx_should_run`" + `, ` + "`loopx_todo_add`" + `, ...): the loopx extension
+serves them. Pi has no built-in loop: run ` + "`/loopx`" + ` again for the next turn, after
+` + "`scheduler_hint.interval_minutes`" + ` minutes.
+` + managed()
+}
+
+//go:embed pi_extension.ts
+var piExtensionSource string
+
+// piExtension is the Pi extension that runs cmd (loopx mcp) and serves its tools.
+func piExtension(cmd []string) string {
+	b, _ := marshal(cmd)
+	return strings.Replace(piExtensionSource, "__LOOPX_COMMAND__", string(b), 1) + "// " + Marker + "\n"
+}
+
+// agentsBlock is the AGENTS.md section Codex (and other hosts) read in every session: what
+// the tools are for, never a rule for ordinary requests.
+func agentsBlock() string {
+	return "## LoopX\n\n" + templates.LoopTools("$"+CommandName) + "\n"
 }
 
 // tomlQuote writes s as a TOML string: a literal string when it holds a backslash or a
@@ -161,5 +177,12 @@ func codexBlock(argv []string, configDir string) string {
 	if configDir != "" {
 		fmt.Fprintf(&b, "env = { LOOPX_CONFIG_DIR = %s }\n", tomlQuote(configDir))
 	}
+	// The permission hook (https://developers.openai.com/codex/hooks): Codex asks it before
+	// an approval prompt. Codex runs a hook only once the user trusted it (/hooks).
+	b.WriteString("\n[[hooks.PermissionRequest]]\n")
+	b.WriteString("[[hooks.PermissionRequest.hooks]]\n")
+	b.WriteString("type = \"command\"\n")
+	fmt.Fprintf(&b, "command = %s\n", tomlQuote(permissionHook(argv, Codex)))
+	fmt.Fprintf(&b, "timeout = %d\n", int(PermissionHookTimeout/time.Second))
 	return b.String()
 }

@@ -243,7 +243,8 @@ func applyJSON(spec fileSpec, old []byte, earlier func(Item) *Item) ([]byte, []I
 	if len(bytes.TrimSpace(old)) > 0 {
 		var err error
 		if doc, err = parseJSON(old); err != nil {
-			return nil, nil, conflict("%s is not plain JSON (%v): loopx merges only plain JSON, without comments; add the entry by hand or fix the file", spec.path, err)
+			return nil, nil, conflict("%s is not plain JSON (%v): loopx merges only plain JSON, without comments. Add this by hand (or remove the comments and run the install again):\n%s",
+				spec.path, err, byHand(spec))
 		}
 		if !doc.isObj {
 			return nil, nil, conflict("%s does not hold a JSON object", spec.path)
@@ -291,6 +292,12 @@ func applyJSON(spec fileSpec, old []byte, earlier func(Item) *Item) ([]byte, []I
 			if !cur.isArr {
 				return nil, nil, conflict("%s: %s is not a list", spec.path, strings.Join(it.Keys, "."))
 			}
+			if e := earlier(it); e != nil {
+				// Ours from an earlier install with another value (a new binary path): replace it.
+				if old, err := parseJSON(e.Value); err == nil && old.canonical() != val.canonical() {
+					cur.arr = slices.DeleteFunc(cur.arr, func(n *node) bool { return n.canonical() == old.canonical() })
+				}
+			}
 			present := slices.ContainsFunc(cur.arr, func(n *node) bool { return n.canonical() == val.canonical() })
 			if present {
 				it, _ = keep(it)
@@ -302,6 +309,26 @@ func applyJSON(spec fileSpec, old []byte, earlier func(Item) *Item) ([]byte, []I
 		items = append(items, it)
 	}
 	return append(doc.format(unit), '\n'), items, nil
+}
+
+// byHand is what spec puts in a JSON file, as the members to add by hand.
+func byHand(spec fileSpec) string {
+	var b strings.Builder
+	for _, it := range spec.items {
+		if it.OnlyNew {
+			continue
+		}
+		val := string(it.Value)
+		if v, err := parseJSON(it.Value); err == nil {
+			val = string(v.format("  "))
+		}
+		verb := "set"
+		if it.Kind == itemAppend {
+			verb = "add to the list"
+		}
+		fmt.Fprintf(&b, "  %s %s: %s\n", verb, strings.Join(it.Keys, " > "), val)
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // walk follows keys from doc, creating missing objects; it returns the last object and how
@@ -336,7 +363,11 @@ func remove(fr FileRecord, old []byte) ([]byte, []string, error) {
 		}
 		return nil, nil, nil
 	case len(fr.Items) > 0 && fr.Items[0].Kind == itemBlock:
-		next := dropBlock(old, blockStyle(fr.Path))
+		st := blockStyle(fr.Path)
+		if i, end, ok := findBlock(old, st); ok && !bytes.Contains(old[i:end], []byte(strings.TrimRight(fr.Items[0].Text, "\n"))) {
+			return old, []string{fr.Path + " (the loopx block was edited since the install: remove it by hand, from " + st.begin + " to the END loopx line)"}, nil
+		}
+		next := dropBlock(old, st)
 		if fr.CreatedFile && len(bytes.TrimSpace(next)) == 0 {
 			return nil, nil, nil
 		}
@@ -404,14 +435,42 @@ func remove(fr FileRecord, old []byte) ([]byte, []string, error) {
 	return append(doc.format(indentUnit(old)), '\n'), kept, nil
 }
 
-// Block markers, in each file kind's comment syntax.
-type style struct{ begin, end string }
+// Block markers, in each file kind's comment syntax. The begin line is short (a model reads
+// AGENTS.md from the top); the end line carries the marker. Blocks an older install wrote
+// begin with the marker (legacyBegin) and end with a bare end line: both are found.
+type style struct{ begin, end, legacy, legacyEnd string }
 
 func blockStyle(path string) style {
 	if strings.HasSuffix(path, ".toml") {
-		return style{begin: "# BEGIN loopx (" + Marker + ")", end: "# END loopx"}
+		return style{begin: "# BEGIN loopx", end: "# END loopx (" + Marker + ")",
+			legacy: "# BEGIN loopx (" + Marker + ")", legacyEnd: "# END loopx"}
 	}
-	return style{begin: "<!-- BEGIN loopx (" + Marker + ") -->", end: "<!-- END loopx -->"}
+	return style{begin: "<!-- BEGIN loopx -->", end: "<!-- END loopx (" + Marker + ") -->",
+		legacy: "<!-- BEGIN loopx (" + Marker + ") -->", legacyEnd: "<!-- END loopx -->"}
+}
+
+func blockBegin(path string) string  { return blockStyle(path).begin }
+func legacyBegin(path string) string { return blockStyle(path).legacy }
+
+// findBlock locates the marked block in b: its start and the end of its end line (with the
+// newline after it); ok false when there is none.
+func findBlock(b []byte, st style) (i, end int, ok bool) {
+	for _, m := range [][2]string{{st.legacy, st.legacyEnd}, {st.begin, st.end}} {
+		i := bytes.Index(b, []byte(m[0]+"\n"))
+		if i < 0 || (i > 0 && b[i-1] != '\n') {
+			continue
+		}
+		j := bytes.Index(b[i:], []byte(m[1]))
+		if j < 0 {
+			continue
+		}
+		end := i + j + len(m[1])
+		if end < len(b) && b[end] == '\n' {
+			end++
+		}
+		return i, end, true
+	}
+	return 0, 0, false
 }
 
 // putBlock puts text between the markers: in place of an earlier block, else at the end.
@@ -425,12 +484,7 @@ func putBlock(spec fileSpec, old []byte, text string) ([]byte, error) {
 		}
 	}
 	var next []byte
-	if i := bytes.Index(old, []byte(st.begin)); i >= 0 {
-		j := bytes.Index(old[i:], []byte(st.end))
-		end := i + j + len(st.end)
-		if end < len(old) && old[end] == '\n' {
-			end++
-		}
+	if i, end, ok := findBlock(old, st); ok {
 		next = append(append(append([]byte{}, old[:i]...), block...), old[end:]...)
 	} else {
 		next = append([]byte{}, old...)
@@ -453,17 +507,9 @@ func putBlock(spec fileSpec, old []byte, text string) ([]byte, error) {
 
 // dropBlock removes the marked block (and the blank line before it that putBlock added).
 func dropBlock(old []byte, st style) []byte {
-	i := bytes.Index(old, []byte(st.begin))
-	if i < 0 {
+	i, end, ok := findBlock(old, st)
+	if !ok {
 		return old
-	}
-	j := bytes.Index(old[i:], []byte(st.end))
-	if j < 0 {
-		return old
-	}
-	end := i + j + len(st.end)
-	if end < len(old) && old[end] == '\n' {
-		end++
 	}
 	head := old[:i]
 	if bytes.HasSuffix(head, []byte("\n\n")) {
@@ -581,8 +627,10 @@ type Installed struct {
 	Project string   `json:"project,omitempty"`
 	Command []string `json:"command"`
 	Files   []string `json:"files"`
-	// Missing lists what the install wrote that is gone or changed since.
+	// Missing lists what the install wrote that is gone since (a removed file or entry).
 	Missing []string `json:"missing,omitempty"`
+	// Changed lists what the install wrote that is there but changed since.
+	Changed []string `json:"changed,omitempty"`
 }
 
 // Status lists the installs that apply to projectDir: its project-scope ones and every
@@ -600,7 +648,9 @@ func Status(m *Manifest, projectDir string) []Installed {
 			}
 			for _, f := range r.Files {
 				in.Files = append(in.Files, f.Path)
-				in.Missing = append(in.Missing, missing(f)...)
+				gone, changed := drift(f)
+				in.Missing = append(in.Missing, gone...)
+				in.Changed = append(in.Changed, changed...)
 			}
 			out = append(out, in)
 		}
@@ -608,27 +658,29 @@ func Status(m *Manifest, projectDir string) []Installed {
 	return out
 }
 
-// missing lists f's items that are no longer as the install wrote them.
-func missing(f FileRecord) []string {
+// drift lists f's items that are gone, and those changed, since the install wrote them.
+func drift(f FileRecord) (gone, changed []string) {
 	b, err := readFile(f.Path)
 	if err != nil || b == nil {
-		return []string{f.Path + " (gone)"}
+		return []string{f.Path}, nil
 	}
-	var out []string
 	for _, it := range f.Items {
 		switch it.Kind {
 		case itemFile:
 			if string(b) != it.Text {
-				out = append(out, f.Path+" (changed)")
+				changed = append(changed, f.Path)
 			}
 		case itemBlock:
-			if !bytes.Contains(b, []byte(strings.TrimRight(it.Text, "\n"))) {
-				out = append(out, f.Path+" (loopx block gone or changed)")
+			switch {
+			case !bytes.Contains(b, []byte(blockBegin(f.Path))) && !bytes.Contains(b, []byte(legacyBegin(f.Path))):
+				gone = append(gone, f.Path+" (the loopx block)")
+			case !bytes.Contains(b, []byte(strings.TrimRight(it.Text, "\n"))):
+				changed = append(changed, f.Path+" (the loopx block)")
 			}
 		case itemSet, itemAppend:
 			doc, err := parseJSON(b)
 			if err != nil {
-				return []string{f.Path + " (not plain JSON)"}
+				return gone, append(changed, f.Path+" (no longer plain JSON)")
 			}
 			cur := doc
 			for _, k := range it.Keys {
@@ -637,12 +689,17 @@ func missing(f FileRecord) []string {
 				}
 			}
 			val, _ := parseJSON(it.Value)
-			ok := cur != nil && val != nil && (it.Kind == itemSet && cur.canonical() == val.canonical() ||
-				it.Kind == itemAppend && cur.isArr && slices.ContainsFunc(cur.arr, func(n *node) bool { return n.canonical() == val.canonical() }))
-			if !ok {
-				out = append(out, f.Path+": "+strings.Join(it.Keys, "."))
+			where := f.Path + ": " + strings.Join(it.Keys, ".")
+			switch {
+			case cur == nil:
+				gone = append(gone, where)
+			case val == nil:
+			case it.Kind == itemSet && cur.canonical() != val.canonical():
+				changed = append(changed, where)
+			case it.Kind == itemAppend && (!cur.isArr || !slices.ContainsFunc(cur.arr, func(n *node) bool { return n.canonical() == val.canonical() })):
+				gone = append(gone, where+" ("+string(it.Value)+")")
 			}
 		}
 	}
-	return out
+	return gone, changed
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -42,7 +43,8 @@ func (b *bundle) reload(t *testing.T) {
 }
 
 func (b *bundle) params(host, scope string) hosts.Params {
-	return hosts.Params{Host: host, Scope: scope, Project: b.project, Home: b.home, Command: []string{loopxBin, "mcp"}}
+	return hosts.Params{Host: host, Scope: scope, Project: b.project, Home: b.home, Command: []string{loopxBin, "mcp"},
+		SharedCommand: []string{"loopx", "mcp"}}
 }
 
 func (b *bundle) install(t *testing.T, host, scope string) *hosts.Plan {
@@ -163,6 +165,13 @@ func TestCodexFiles(t *testing.T) {
 			StartupTimeoutSec float64           `toml:"startup_timeout_sec"`
 			ToolTimeoutSec    float64           `toml:"tool_timeout_sec"`
 		} `toml:"mcp_servers"`
+		Hooks map[string][]struct {
+			Hooks []struct {
+				Type    string `toml:"type"`
+				Command string `toml:"command"`
+				Timeout int    `toml:"timeout"`
+			} `toml:"hooks"`
+		} `toml:"hooks"`
 	}
 	md, err := toml.DecodeFile(filepath.Join(b.home, ".codex", "config.toml"), &cfg)
 	require.NoError(t, err)
@@ -172,6 +181,11 @@ func TestCodexFiles(t *testing.T) {
 	require.Equal(t, []string{"mcp"}, s.Args)
 	require.Equal(t, map[string]string{"LOOPX_CONFIG_DIR": "/srv/cfg/loopx"}, s.Env, "Codex passes no LOOPX_ or XDG_ variable to the server")
 	require.GreaterOrEqual(t, s.StartupTimeoutSec, 20.0)
+	require.Len(t, cfg.Hooks["PermissionRequest"], 1, "Codex's permission hook")
+	hook := cfg.Hooks["PermissionRequest"][0].Hooks[0]
+	require.Equal(t, "command", hook.Type)
+	require.Equal(t, `'C:\Program Files\loopx\loopx.exe' hook permission --host codex --host-timeout 1h0m0s`, hook.Command)
+	require.Equal(t, 3600, hook.Timeout)
 	fm, body := frontmatter(t, filepath.Join(b.home, ".codex", "skills", "loopx", "SKILL.md"))
 	require.Equal(t, "loopx", fm["name"])
 	require.NotEmpty(t, fm["description"], "Codex requires name and description")
@@ -184,7 +198,8 @@ func TestCodexFiles(t *testing.T) {
 	require.FileExists(t, filepath.Join(b.project, ".agents", "skills", "loopx", "SKILL.md"))
 	agents, err := os.ReadFile(filepath.Join(b.project, "AGENTS.md"))
 	require.NoError(t, err)
-	require.Contains(t, string(agents), "should_run")
+	require.Contains(t, string(agents), "$loopx <task>")
+	requireNoGate(t, string(agents))
 }
 
 // TestCursorFiles checks the files against Cursor's documented formats: mcp.json
@@ -198,15 +213,15 @@ func TestCursorFiles(t *testing.T) {
 	require.Equal(t, []string{"mcpServers"}, keys(doc))
 	entry := dig(t, doc, "mcpServers", "loopx").(map[string]any)
 	requireSubset(t, keys(entry), []string{"type", "command", "args", "env", "envFile", "url", "headers"}, "cursor mcp server")
-	require.Equal(t, loopxBin, entry["command"])
-	require.True(t, filepath.IsAbs(entry["command"].(string)), "Cursor may not have the shell's PATH")
+	require.Equal(t, "loopx", entry["command"], "a file the project commits names no path of this machine")
 	require.Equal(t, []any{"mcp", "--project", "${workspaceFolder}"}, entry["args"])
 
 	fm, body := frontmatter(t, filepath.Join(b.project, ".cursor", "rules", "loopx.mdc"))
 	requireSubset(t, keys(fm), []string{"description", "globs", "alwaysApply"}, "cursor rule frontmatter")
 	require.Equal(t, true, fm["alwaysApply"], "a boolean: the string \"true\" is not true")
 	require.IsType(t, "", fm["description"])
-	require.Contains(t, body, "should_run")
+	require.Contains(t, body, "/loopx <task>")
+	requireNoGate(t, body)
 
 	cmd, err := os.ReadFile(filepath.Join(b.project, ".cursor", "commands", "loopx.md"))
 	require.NoError(t, err)
@@ -214,7 +229,9 @@ func TestCursorFiles(t *testing.T) {
 	require.Contains(t, string(cmd), "should_run")
 
 	b.install(t, hosts.Cursor, hosts.ScopeUser)
-	require.Equal(t, loopxBin, dig(t, readJSON(t, filepath.Join(b.home, ".cursor", "mcp.json")), "mcpServers", "loopx", "command"))
+	user := dig(t, readJSON(t, filepath.Join(b.home, ".cursor", "mcp.json")), "mcpServers", "loopx", "command").(string)
+	require.Equal(t, loopxBin, user)
+	require.True(t, filepath.IsAbs(user), "the user's own file: an absolute path, as Cursor may not have the shell's PATH")
 	require.FileExists(t, filepath.Join(b.home, ".cursor", "commands", "loopx.md"))
 }
 
@@ -231,7 +248,7 @@ func TestOpenCodeFiles(t *testing.T) {
 	entry := dig(t, doc, "mcp", "loopx").(map[string]any)
 	requireSubset(t, keys(entry), []string{"type", "command", "environment", "enabled", "timeout", "cwd"}, "opencode local server")
 	require.Equal(t, "local", entry["type"], "type is required")
-	require.Equal(t, []any{loopxBin, "mcp"}, entry["command"], "command is an array of strings, never one string")
+	require.Equal(t, []any{"loopx", "mcp"}, entry["command"], "command is an array of strings, never one string; no machine's path in a committed file")
 	require.Equal(t, true, entry["enabled"])
 
 	fm, body := frontmatter(t, filepath.Join(b.project, ".opencode", "commands", "loopx.md"))
@@ -362,11 +379,11 @@ func TestInstallMergesIsIdempotentAndUninstallRemovesExactlyIt(t *testing.T) {
 	settings := readJSON(t, b.path("proj/.claude/settings.local.json"))
 	require.Equal(t, []any{"Bash(ls:*)", "mcp__loopx"}, dig(t, settings, "permissions", "allow"), "no duplicate")
 	require.Equal(t, "opus", settings["model"])
-	raw, err := os.ReadFile(b.path("proj/.claude/settings.local.json"))
-	require.NoError(t, err)
-	require.Equal(t, userFiles["proj/.claude/settings.local.json"], string(raw), "nothing to add: the file is untouched")
+	hook := dig(t, settings, "hooks", "PermissionRequest").([]any)
+	require.Len(t, hook, 1, "the permission hook, once")
+	require.Equal(t, loopxBin+" hook permission --host claude-code --host-timeout 1h0m0s", dig(t, hook[0], "hooks").([]any)[0].(map[string]any)["command"])
 	var codex map[string]any
-	_, err = toml.DecodeFile(b.path("home/.codex/config.toml"), &codex)
+	_, err := toml.DecodeFile(b.path("home/.codex/config.toml"), &codex)
 	require.NoError(t, err)
 	require.Equal(t, "o3", codex["model"])
 	require.Contains(t, dig(t, codex, "mcp_servers"), "docs")
@@ -412,7 +429,7 @@ func TestDryRunPrintsTheDiffAndWritesNothing(t *testing.T) {
 	diff := plan.Diff()
 	cfg := b.path("home/.codex/config.toml")
 	require.Contains(t, diff, "--- "+cfg+"\n+++ "+cfg+"\n")
-	require.Contains(t, diff, "@@ -3,3 +3,11 @@\n \n [mcp_servers.docs]\n command = \"docs-mcp\"\n+\n+# BEGIN loopx")
+	require.Contains(t, diff, "@@ -3,3 +3,17 @@\n \n [mcp_servers.docs]\n command = \"docs-mcp\"\n+\n+# BEGIN loopx")
 	require.Contains(t, diff, "+[mcp_servers.loopx]\n")
 	require.Contains(t, diff, "--- /dev/null\n+++ "+b.path("home/.codex/skills/loopx/SKILL.md"))
 	require.Equal(t, before, b.snapshot(t), "planning writes nothing")
@@ -462,14 +479,15 @@ func TestUninstallKeepsWhatTheUserChangedAndReinstallUpdatesOurEntry(t *testing.
 	require.NoError(t, os.WriteFile(skill, []byte(edited), 0o644))
 	status := hosts.Status(b.m, b.project)
 	require.Len(t, status, 1)
-	require.Equal(t, []string{skill + " (changed)"}, status[0].Missing)
+	require.Equal(t, []string{skill}, status[0].Changed, "changed, not missing")
+	require.Empty(t, status[0].Missing)
 
 	// A new binary path: the entry the install wrote is updated, not refused.
 	p := b.params(hosts.ClaudeCode, hosts.ScopeProject)
 	p.Command = []string{"/usr/local/bin/loopx", "mcp"}
 	plan, err := hosts.Install(p, b.m)
 	require.NoError(t, err)
-	require.Len(t, plan.Changes, 2, "the entry and the skill (back to ours)")
+	require.Len(t, plan.Changes, 3, "the entry, the permission hook (the new path, replacing the old) and the skill (back to ours)")
 	require.NoError(t, plan.Apply())
 	b.reload(t)
 	real, _ := filepath.EvalSymlinks(b.project)
@@ -481,4 +499,95 @@ func TestUninstallKeepsWhatTheUserChangedAndReinstallUpdatesOurEntry(t *testing.
 	require.FileExists(t, skill)
 	_, err = os.Stat(filepath.Join(b.home, ".claude.json"))
 	require.ErrorIs(t, err, fs.ErrNotExist, "the install created ~/.claude.json and it is empty again")
+}
+
+// TestUninstallKeepsAnEditedBlockAndSaysSo: a Codex table the user edited is kept, and the
+// uninstall says where to remove it by hand; status calls it changed, a removed one missing.
+func TestUninstallKeepsAnEditedBlockAndSaysSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.install(t, hosts.Codex, hosts.ScopeUser)
+	cfg := filepath.Join(b.home, ".codex", "config.toml")
+	raw, err := os.ReadFile(cfg)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(raw), "# BEGIN loopx\n"), "a short begin line: %q", raw)
+	edited := strings.Replace(string(raw), "tool_timeout_sec = 120", "tool_timeout_sec = 600", 1)
+	require.NoError(t, os.WriteFile(cfg, []byte(edited), 0o600))
+	require.Equal(t, []string{cfg + " (the loopx block)"}, hosts.Status(b.m, b.project)[0].Changed)
+
+	plan := b.uninstall(t, hosts.Codex, hosts.ScopeUser)
+	require.Len(t, plan.Kept, 1)
+	require.Contains(t, plan.Kept[0], "edited since the install: remove it by hand")
+	after, err := os.ReadFile(cfg)
+	require.NoError(t, err)
+	require.Equal(t, edited, string(after))
+}
+
+// TestJSONCRefusalPrintsTheEntry: a file with comments is refused with what to add by hand.
+func TestJSONCRefusalPrintsTheEntry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	path := filepath.Join(b.project, ".cursor", "mcp.json")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte("// mine\n{\"mcpServers\": {}}\n"), 0o644))
+	_, err := hosts.Install(b.params(hosts.Cursor, hosts.ScopeProject), b.m)
+	var ce *hosts.ConflictError
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.Contains(t, err.Error(), "Add this by hand")
+	require.Contains(t, err.Error(), "set mcpServers > loopx: {")
+	require.Contains(t, err.Error(), `"command": "loopx"`)
+}
+
+// requireNoGate: an always-on text (read in every session, for every request) describes the
+// tools and never asks for a LoopX turn, should_run or a stop in an ordinary request.
+func requireNoGate(t *testing.T, text string) {
+	t.Helper()
+	for _, re := range gatePhrases {
+		require.NotRegexp(t, re, text)
+	}
+}
+
+var gatePhrases = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)should_run`), regexp.MustCompile(`(?i)spend_slot`),
+	regexp.MustCompile(`(?i)start every`), regexp.MustCompile(`(?i)work only when`),
+	regexp.MustCompile(`(?i)\bstop\b`), regexp.MustCompile(`(?i)governs`),
+}
+
+// TestNewHostsFiles: Gemini CLI and Qwen Code get an mcpServers entry and a TOML command
+// with {{args}}; Copilot CLI an mcp-config entry (type local, every tool) and a skill; Pi an
+// extension that runs the command and a prompt template. Each texts' steps are the loop
+// contract's.
+func TestNewHostsFiles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, host := range []string{hosts.Gemini, hosts.Qwen} {
+		b.install(t, host, hosts.ScopeProject)
+		dir := filepath.Join(b.project, "."+host)
+		entry := dig(t, readJSON(t, filepath.Join(dir, "settings.json")), "mcpServers", "loopx").(map[string]any)
+		require.Equal(t, "loopx", entry["command"], "a committed file names no path of this machine")
+		require.Equal(t, []any{"mcp"}, entry["args"])
+		var cmd struct{ Description, Prompt string }
+		md, err := toml.DecodeFile(filepath.Join(dir, "commands", "loopx.toml"), &cmd)
+		require.NoError(t, err)
+		require.Empty(t, md.Undecoded(), "only prompt and description")
+		require.Contains(t, cmd.Prompt, "The user's task: {{args}}")
+		require.Contains(t, cmd.Prompt, "`should_run`")
+		require.NotEmpty(t, cmd.Description)
+	}
+	b.install(t, hosts.Copilot, hosts.ScopeUser)
+	entry := dig(t, readJSON(t, filepath.Join(b.home, ".copilot", "mcp-config.json")), "mcpServers", "loopx").(map[string]any)
+	require.Equal(t, map[string]any{"type": "local", "command": loopxBin, "args": []any{"mcp"}, "tools": []any{"*"}}, entry)
+	fm, body := frontmatter(t, filepath.Join(b.home, ".copilot", "skills", "loopx", "SKILL.md"))
+	require.Equal(t, "loopx", fm["name"])
+	require.Contains(t, body, "Run exactly one LoopX turn")
+
+	b.install(t, hosts.Pi, hosts.ScopeUser)
+	ext, err := os.ReadFile(filepath.Join(b.home, ".pi", "agent", "extensions", "loopx.ts"))
+	require.NoError(t, err)
+	require.Contains(t, string(ext), `const COMMAND: string[] = ["`+loopxBin+`","mcp"];`)
+	require.True(t, strings.HasPrefix(string(ext), "// LoopX for Pi"), "the marker is not what a reader meets first")
+	fm, body = frontmatter(t, filepath.Join(b.home, ".pi", "agent", "prompts", "loopx.md"))
+	require.NotEmpty(t, fm["description"])
+	require.Contains(t, body, `The user's task: "$ARGUMENTS"`)
+	require.Contains(t, body, "loopx_should_run")
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 )
 
 // Host names.
@@ -13,10 +15,16 @@ const (
 	Codex      = "codex"
 	Cursor     = "cursor"
 	OpenCode   = "opencode"
+	Gemini     = "gemini" // Gemini CLI
+	Qwen       = "qwen"   // Qwen Code
+	Copilot    = "copilot"
+	Pi         = "pi"
 )
 
 // Hosts lists the hosts an install knows, in the order status shows them.
-func Hosts() []string { return []string{ClaudeCode, Codex, Cursor, OpenCode} }
+func Hosts() []string {
+	return []string{ClaudeCode, Codex, Cursor, OpenCode, Gemini, Qwen, Copilot, Pi}
+}
 
 // Scopes.
 const (
@@ -28,9 +36,10 @@ const (
 const ServerName = "loopx"
 
 // DefaultScope is where a host's entry goes when --scope is not given: the project, except
-// for Codex, which reads a project's .codex/config.toml only once the project is trusted.
+// for Codex, which reads a project's .codex/config.toml only once the project is trusted, and
+// Qwen Code, which holds a project's servers until the user approves them (qwen mcp approve).
 func DefaultScope(host string) string {
-	if host == Codex {
+	if host == Codex || host == Qwen {
 		return ScopeUser
 	}
 	return ScopeProject
@@ -42,12 +51,16 @@ type Params struct {
 	Scope string // "" = DefaultScope(Host)
 	// Project is the project's root folder (absolute).
 	Project string
-	// Home is the user's home; XDGConfigHome ("" = Home/.config) and CodexHome ("" =
-	// Home/.codex) are the hosts' own overrides.
-	Home, XDGConfigHome, CodexHome string
+	// Home is the user's home; XDGConfigHome ("" = Home/.config), CodexHome ("" =
+	// Home/.codex) and CopilotHome ("" = Home/.copilot) are the hosts' own overrides.
+	Home, XDGConfigHome, CodexHome, CopilotHome string
 	// Command is the MCP server's argv: the loopx binary (absolute, so a host started from a
 	// GUI without the shell's PATH finds it) and "mcp".
 	Command []string
+	// SharedCommand is the argv for files a project usually commits (Cursor's and OpenCode's
+	// project config, a project's .codex/config.toml): no machine's path, "loopx" on PATH,
+	// unless the user gave --command. Empty: Command.
+	SharedCommand []string
 	// LoopxConfigDir is where loopx keeps tokens when that is not Home/.config/loopx; hosts
 	// that filter the server's environment (Codex) are told it.
 	LoopxConfigDir string
@@ -62,7 +75,7 @@ func (p Params) scope() string {
 
 func (p Params) check() error {
 	if !slices.Contains(Hosts(), p.Host) {
-		return fmt.Errorf("--host: %q is not one of claude-code, codex, cursor, opencode", p.Host)
+		return fmt.Errorf("--host: %q is not one of %s", p.Host, strings.Join(Hosts(), ", "))
 	}
 	if s := p.scope(); s != ScopeProject && s != ScopeUser {
 		return fmt.Errorf("--scope: %q is not project or user", s)
@@ -132,9 +145,48 @@ func appendStr(keys []string, s string) Item {
 	return Item{Kind: itemAppend, Keys: keys, Value: b}
 }
 
+func appendVal(keys []string, v any) Item {
+	b, _ := marshal(v)
+	return Item{Kind: itemAppend, Keys: keys, Value: b}
+}
+
+// PermissionHookTimeout is how long a host lets `loopx hook permission` wait for an owner
+// (its hook timeout); the hook answers before it. A goal whose limit is longer is cut to it.
+const PermissionHookTimeout = time.Hour
+
+// permissionHook is the host's command line for the permission hook.
+func permissionHook(cmd []string, host string) string {
+	return shellQuote(cmd[0]) + " hook permission --host " + host + " --host-timeout " + PermissionHookTimeout.String()
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// claudeHooks is the settings' hooks entry for Claude Code's PermissionRequest event
+// (https://code.claude.com/docs/en/hooks): every tool, our command, our timeout in seconds.
+func claudeHooks(cmd []string) Item {
+	return appendVal([]string{"hooks", "PermissionRequest"}, map[string]any{
+		"matcher": "*",
+		"hooks": []any{map[string]any{"type": "command", "command": permissionHook(cmd, ClaudeCode),
+			"timeout": int(PermissionHookTimeout / time.Second)}},
+	})
+}
+
 // specs lists the files of one host and scope.
 func specs(p Params) []fileSpec {
 	cmd := p.Command
+	shared := p.SharedCommand
+	if len(shared) == 0 {
+		shared = cmd
+	}
+	if p.scope() == ScopeProject && p.Host != ClaudeCode {
+		cmd = shared // Claude's project entry lives in the user's own ~/.claude.json
+	}
 	xdg := p.XDGConfigHome
 	if xdg == "" {
 		xdg = filepath.Join(p.Home, ".config")
@@ -159,7 +211,7 @@ func specs(p Params) []fileSpec {
 				{path: filepath.Join(p.Home, ".claude.json"), kind: kindJSON, mode: 0o600,
 					items: []Item{set([]string{"projects", p.claudeProject(), "mcpServers", ServerName}, entry)}},
 				{path: filepath.Join(p.Project, ".claude", "settings.local.json"), kind: kindJSON, mode: 0o644,
-					items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName)}},
+					items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName), claudeHooks(cmd)}},
 				owned(filepath.Join(p.Project, ".claude", "skills", CommandName, "SKILL.md"), claudeSkill()),
 			}
 		}
@@ -167,7 +219,7 @@ func specs(p Params) []fileSpec {
 			{path: filepath.Join(p.Home, ".claude.json"), kind: kindJSON, mode: 0o600,
 				items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
 			{path: filepath.Join(p.Home, ".claude", "settings.json"), kind: kindJSON, mode: 0o644,
-				items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName)}},
+				items: []Item{appendStr([]string{"permissions", "allow"}, "mcp__"+ServerName), claudeHooks(cmd)}},
 			owned(filepath.Join(p.Home, ".claude", "skills", CommandName, "SKILL.md"), claudeSkill()),
 		}
 	case Codex:
@@ -204,6 +256,50 @@ func specs(p Params) []fileSpec {
 				items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
 			owned(filepath.Join(p.Home, ".cursor", "commands", CommandName+".md"), cursorCommand()),
 		}
+	case Gemini, Qwen:
+		// Gemini CLI: https://geminicli.com/docs/tools/mcp-server/ and /docs/cli/custom-commands/;
+		// Qwen Code reads the same files under .qwen (https://qwenlm.github.io/qwen-code-docs/).
+		dir := filepath.Join(p.Home, "."+p.Host)
+		if proj {
+			dir = filepath.Join(p.Project, "."+p.Host)
+		}
+		return []fileSpec{
+			{path: filepath.Join(dir, "settings.json"), kind: kindJSON, mode: 0o644,
+				items: []Item{set([]string{"mcpServers", ServerName}, geminiEntry{Command: cmd[0], Args: cmd[1:], Trust: true})}},
+			owned(filepath.Join(dir, "commands", CommandName+".toml"), geminiCommand()),
+		}
+	case Copilot:
+		// https://docs.github.com/en/copilot/how-tos/copilot-cli (copilot mcp --help, copilot
+		// skill --help): user servers in ~/.copilot/mcp-config.json, workspace ones in
+		// .github/mcp.json; skills in ~/.copilot/skills or .github/skills.
+		home := p.CopilotHome
+		if home == "" {
+			home = filepath.Join(p.Home, ".copilot")
+		}
+		entry := copilotEntry{Type: "local", Command: cmd[0], Args: cmd[1:], Tools: []string{"*"}}
+		if proj {
+			return []fileSpec{
+				{path: filepath.Join(p.Project, ".github", "mcp.json"), kind: kindJSON, mode: 0o644,
+					items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
+				owned(filepath.Join(p.Project, ".github", "skills", CommandName, "SKILL.md"), copilotSkill()),
+			}
+		}
+		return []fileSpec{
+			{path: filepath.Join(home, "mcp-config.json"), kind: kindJSON, mode: 0o600,
+				items: []Item{set([]string{"mcpServers", ServerName}, entry)}},
+			owned(filepath.Join(home, "skills", CommandName, "SKILL.md"), copilotSkill()),
+		}
+	case Pi:
+		// Pi has no MCP client by design: an extension (docs/extensions.md of the package)
+		// is one for loopx mcp, and a prompt template (docs/prompt-templates.md) is /loopx.
+		dir := filepath.Join(p.Home, ".pi", "agent")
+		if proj {
+			dir = filepath.Join(p.Project, ".pi")
+		}
+		return []fileSpec{
+			owned(filepath.Join(dir, "extensions", CommandName+".ts"), piExtension(cmd)),
+			owned(filepath.Join(dir, "prompts", CommandName+".md"), piPrompt()),
+		}
 	case OpenCode:
 		// https://opencode.ai/docs/mcp-servers/, /docs/config/, /docs/commands/.
 		entry := openCodeEntry{Type: "local", Command: cmd, Enabled: true}
@@ -235,6 +331,20 @@ type stdioEntry struct {
 type cursorEntry struct {
 	Command string   `json:"command"`
 	Args    []string `json:"args"`
+}
+
+type geminiEntry struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	// Trust: the loopx tools run without a confirmation each (like Claude Code's allow rule).
+	Trust bool `json:"trust"`
+}
+
+type copilotEntry struct {
+	Type    string   `json:"type"`
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	Tools   []string `json:"tools"`
 }
 
 type openCodeEntry struct {

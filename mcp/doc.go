@@ -1,6 +1,6 @@
 // Package mcp is LoopX's Model Context Protocol server: the per-turn tools an agent host
-// (Claude Code, Codex, Cursor, OpenCode) calls, written once over the HTTP API client
-// (api/client). `loopx mcp` serves it over stdio with a network client; `loopx serve`
+// (Claude Code, Codex, Cursor, OpenCode, Gemini CLI, Qwen Code, Copilot CLI) calls, written
+// once over the HTTP API client (api/client). `loopx mcp` serves it over stdio with a network client; `loopx serve`
 // serves it over Streamable HTTP at /mcp with an in-process client (Handler). It never
 // opens the database: every answer is the API's.
 //
@@ -12,12 +12,22 @@
 //     replays the same answer. While the session's turn is live, should_run reads the
 //     current state without recording (the answer is busy: it is your turn) and lists the
 //     agent's recent gates, so an owner's answer shows up mid-turn.
-//   - Every mutating tool sends an Idempotency-Key derived from the goal, agent, session turn
-//     (or a per-session nonce outside a turn), the tool and its arguments: a host that
-//     retries a call gets the API's stored receipt, so it has one effect. The key of
-//     inbox_drain also covers the number of acks so far, so a drain after an ack takes new
-//     messages while a retried drain replays; compare-and-set tools cover the version.
-//   - spend_slot settles the session's turn; the next should_run opens a new one.
+//   - should_run with todo_id opens the turn on that todo (claiming it), or, mid-turn while
+//     the turn has recorded nothing, moves the live turn to it; todo_add with claim does the
+//     same for the todo it adds. The turn, its evidence and its spent slot name one todo.
+//   - Every mutating tool sends an Idempotency-Key derived from the goal, agent, a turn the
+//     server knows (the live turn; else the agent's latest turn), the tool and its
+//     arguments: a host that retries a call, also after restarting `loopx mcp`, gets the
+//     API's stored receipt, so it has one effect. The key of inbox_drain also covers this
+//     process and the number of acks so far, so a drain after an ack takes new messages
+//     while a retried drain replays (after a restart a drain takes what is pending then;
+//     what a lost answer held comes back after the redelivery time); compare-and-set tools
+//     cover the version.
+//   - What the server tells a model in every session (instructions) describes the tools and
+//     never gates an ordinary request: only a LoopX turn (the /loopx steps, a heartbeat)
+//     starts with should_run. Unconnected, it says LoopX is not set up there.
+//   - spend_slot settles the session's turn (refresh_state and spend_slot in a restarted
+//     process adopt the agent's live turn); the next should_run opens a new one.
 //   - progress records one line of what the turn is doing now (the chat's progress card
 //     shows it); should_run answers stop when an owner sent /stop and held while the breaker
 //     holds the agent, and the next steps say what to do.

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -115,6 +116,8 @@ func Handler(opts HandlerOptions) (*HTTPHandler, error) {
 			Extra:      map[string]any{"goal_id": who.GoalID, "agent_id": who.AgentID},
 		}, nil
 	}
+	events := sdk.NewMemoryEventStore(nil)
+	events.SetMaxBytes(eventStoreBytes)
 	streamable := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		ti := auth.TokenInfoFromContext(r.Context())
 		e, _ := r.Context().Value(entryKey{}).(*sessionEntry)
@@ -136,9 +139,88 @@ func Handler(opts HandlerOptions) (*HTTPHandler, error) {
 		}
 		reg.setServer(e, srv)
 		return srv
-	}, &sdk.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, Logger: opts.Logger})
-	return &HTTPHandler{next: auth.RequireBearerToken(verify, nil)(reg.track(streamable)), sessions: reg}, nil
+	}, &sdk.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, Logger: opts.Logger, EventStore: events})
+	// Protocol 2026-07-28 (as stdio speaks it) has no sessions: each request gets a server of
+	// its own, which knows the turn as the server does (the agent's live turn is the caller's).
+	stateless := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		ti := auth.TokenInfoFromContext(r.Context())
+		if ti == nil {
+			return nil
+		}
+		goal, _ := ti.Extra["goal_id"].(string)
+		agent, _ := ti.Extra["agent_id"].(string)
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		c, err := inProcessClient(opts.API, r, strings.TrimSpace(token))
+		if err != nil {
+			return nil
+		}
+		srv, err := New(Options{API: c, GoalID: goal, AgentID: agent, Shared: shared, Version: opts.Version, Logger: opts.Logger, Stateless: true})
+		if err != nil {
+			opts.Logger.Error("start mcp server", "err", err)
+			return nil
+		}
+		return srv
+	}, &sdk.StreamableHTTPOptions{Stateless: true, Logger: opts.Logger})
+	tracked := reg.track(streamable)
+	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= statelessVersion {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		tracked.ServeHTTP(w, r)
+	})
+	return &HTTPHandler{next: challenge(auth.RequireBearerToken(verify, nil)(route)), sessions: reg}, nil
 }
+
+// statelessVersion is the first protocol version without sessions: the SDK serves it only
+// from a stateless handler.
+const statelessVersion = "2026-07-28"
+
+// SSE resumption: the SDK opens every stream with a priming event carrying an id (it needs
+// an event store for that); sseRetry adds the delay a client waits before it reconnects
+// with Last-Event-ID.
+const (
+	eventStoreBytes = 16 << 20 // every session's unsent or resumable events together
+	sseRetryMillis  = "2000"
+)
+
+// challenge answers every 401 with WWW-Authenticate: Bearer (RFC 6750), which the SDK's
+// bearer check leaves out when no OAuth metadata is configured.
+func challenge(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&sseWriter{ResponseWriter: w}, r)
+	})
+}
+
+// sseWriter sets the 401 challenge and adds a retry field to the SSE priming event.
+type sseWriter struct {
+	http.ResponseWriter
+	primed bool
+}
+
+func (w *sseWriter) WriteHeader(status int) {
+	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="loopx"`)
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *sseWriter) Write(b []byte) (int, error) {
+	if !w.primed && bytes.HasPrefix(b, []byte("event: prime\n")) {
+		w.primed = true
+		if i := bytes.Index(b, []byte("\ndata: ")); i >= 0 {
+			out := append(append(append([]byte{}, b[:i+1]...), "retry: "+sseRetryMillis+"\n"...), b[i+1:]...)
+			if _, err := w.ResponseWriter.Write(out); err != nil {
+				return 0, err
+			}
+			return len(b), nil
+		}
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController flush the stream.
+func (w *sseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ServeHTTP serves one MCP request.
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.next.ServeHTTP(w, r) }
@@ -393,6 +475,6 @@ func (s *sessions) closeAll() {
 func writeRPCError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32000, "message": msg}})
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": codeServerError, "message": msg}})
 	_, _ = w.Write(b)
 }

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -23,6 +25,7 @@ import (
 	"loopx/quota"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 const adminToken = "admin-token-for-mcp-tests-0123456789"
@@ -146,7 +149,10 @@ func TestToolsAreListedWithSchemas(t *testing.T) {
 	require.ElementsMatch(t, []string{"should_run", "todo_list", "todo_add", "todo_claim", "todo_update", "todo_finish",
 		"evidence_add", "gate_ask", "gate_list", "inbox_drain", "inbox_ack", "inbox_reply", "refresh_state",
 		"spend_slot", "goal_status", "progress", "file_get"}, names)
-	require.Contains(t, cs.InitializeResult().Instructions, "should_run")
+	// Unconnected, the server asks for nothing: it says LoopX is not set up here.
+	instr := cs.InitializeResult().Instructions
+	require.Contains(t, instr, "LoopX is not set up in this folder")
+	require.NotContains(t, instr, "should_run")
 
 	// Without a connection every tool says what to do.
 	res := call(t, cs, "should_run", nil)
@@ -168,7 +174,7 @@ func TestGovernedTurn(t *testing.T) {
 	require.NotNil(t, d.YourTurn)
 	require.NotNil(t, d.SelectedTodo)
 	require.Equal(t, b.todoID, d.SelectedTodo.ID)
-	require.Contains(t, d.NextStep, "todo_claim")
+	require.Contains(t, d.NextStep, "todo 1")
 	turn := d.YourTurn.TurnInstanceID
 
 	ok[mcp.TodoOut](t, cs, "todo_claim", map[string]any{"todo_id": b.todoID})
@@ -409,9 +415,7 @@ func TestResourcesAndPrompt(t *testing.T) {
 	require.NoError(t, err)
 	prompt := p.Messages[0].Content.(*sdk.TextContent).Text
 	require.Contains(t, prompt, `agent "codex" on the LoopX goal "demo"`)
-	require.Contains(t, prompt, "Use the tools of the loopx MCP server")
-	require.Contains(t, prompt, "todo_claim {\"todo_id\": ")
-	require.Contains(t, prompt, "fix the flaky test")
+	require.Contains(t, prompt, templates.LoopSteps(templates.LoopCall{Command: "/loopx", Task: `"fix the flaky test"`}), "the loop contract's steps")
 }
 
 // bearer adds a bearer token to every request.
@@ -460,4 +464,97 @@ func TestHandlerAuthenticatesAgents(t *testing.T) {
 	require.True(t, d.ShouldRun)
 	require.Equal(t, "demo", d.GoalID)
 	require.Equal(t, "codex", d.AgentID)
+}
+
+// TestHTTPSpeaksEveryVersionStdioDoes: /mcp answers initialize at every protocol version the
+// SDK negotiates over stdio, 2026-07-28 (no sessions) included; an SSE stream starts with a
+// priming event carrying an id and a retry delay, so a client can resume it; a 401 names the
+// Bearer scheme.
+func TestHTTPSpeaksEveryVersionStdioDoes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h, err := mcp.Handler(mcp.HandlerOptions{API: b.api})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
+
+	post := func(token, version, body string) (*http.Response, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if version != "" {
+			req.Header.Set("Mcp-Protocol-Version", version)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		all, err := io.ReadAll(resp.Body) // a POST's stream ends with its answer
+		require.NoError(t, err)
+		return resp, string(all)
+	}
+	resp, _ := post("", "", `{}`)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.True(t, strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer"), resp.Header)
+
+	for _, v := range sdk.SupportedProtocolVersions() {
+		if v >= "2026-07-28" {
+			cs := sessionOver(t, srv.URL, b.token)
+			require.Equal(t, v, cs.InitializeResult().ProtocolVersion, "the SDK's client asks for the newest first")
+			d := ok[mcp.ShouldRunOut](t, cs, "should_run", map[string]any{"begin_turn": false})
+			require.Equal(t, "demo", d.GoalID)
+			continue
+		}
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + v + `","capabilities":{},"clientInfo":{"name":"probe","version":"0"}}}`
+		resp, body := post(b.token, "", init)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", v, body)
+		require.Contains(t, body, `"protocolVersion":"`+v+`"`)
+		if v >= "2025-11-25" {
+			require.True(t, strings.HasPrefix(body, "event: prime\nid: "), "%s: %q", v, body)
+			require.Regexp(t, `^event: prime\nid: \S+\nretry: \d+\n`, body)
+		}
+	}
+}
+
+func sessionOver(t *testing.T, url, token string) *sdk.ClientSession {
+	t.Helper()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "v0"}, nil).
+		Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer(token)}}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// TestAdminTokenIsRefused: the tools work as one agent; given the admin token (LOOPX_TOKEN
+// holding it), every call says so and changes nothing, as /mcp refuses it.
+func TestAdminTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.session(t, b.client(adminToken))
+	for tool, args := range map[string]map[string]any{"should_run": {}, "evidence_add": {"summary": "x"}} {
+		res := call(t, cs, tool, args)
+		require.True(t, res.IsError, tool)
+		require.Contains(t, text(res), "admin token", tool)
+	}
+	require.Zero(t, b.count(`SELECT count(*) FROM turn`))
+	require.Zero(t, b.count(`SELECT count(*) FROM evidence`))
+}
+
+// TestResourceAndPromptErrorsCarryACode: a resource or prompt that fails answers a JSON-RPC
+// error with code -32000, never 0.
+func TestResourceAndPromptErrorsCarryACode(t *testing.T) {
+	t.Parallel()
+	cs := connect(t, mcp.Options{})
+	_, err := cs.ReadResource(t.Context(), &sdk.ReadResourceParams{URI: mcp.GoalURI})
+	var je *jsonrpc.Error
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, int64(-32000), je.Code)
+	require.Contains(t, je.Message, "loopx connect")
+	_, err = cs.GetPrompt(t.Context(), &sdk.GetPromptParams{Name: "turn"})
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, int64(-32000), je.Code)
 }

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"loopx/api"
 	"loopx/quota"
 	"loopx/store"
+	"loopx/templates"
 )
 
 // Resource URIs.
@@ -29,10 +32,11 @@ type GoalContract struct {
 	TurnRules []string   `json:"turn_rules"`
 }
 
-// turnRules is the tick contract in short, the same for every goal.
+// turnRules is the tick contract in short, the same for every goal (the loop contract's steps
+// in templates.LoopSteps say it in full).
 var turnRules = []string{
-	"Start every turn with should_run; work only when it answers should_run=true.",
-	"Work on the selected todo: todo_claim it first; never take another agent's claim without being asked.",
+	"A LoopX turn (the /loopx command, a heartbeat) starts with should_run (todo_id: the task's todo) and works only when it answers should_run=true.",
+	"Work on the turn's todo (your_turn.todo_id); never take another agent's claim without being asked.",
 	"Answer people first when inbox.pending > 0: inbox_drain, inbox_reply, inbox_ack.",
 	"Record what you produced with evidence_add; a turn without evidence counts towards the stall guard.",
 	"Need an owner's decision? gate_ask, and do not do the gated thing until an owner answers.",
@@ -44,28 +48,38 @@ func (s *server) addResources(srv *sdk.Server) {
 	srv.AddResource(&sdk.Resource{URI: GoalURI, Name: "goal", Title: "LoopX goal contract", MIMEType: "application/json",
 		Description: "The goal this project works on: objective, owners, quota policy, schedules, and the turn rules."},
 		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-			if err := s.connected(); err != nil {
-				return nil, err
+			if err := s.connected(ctx); err != nil {
+				return nil, rpcError(err)
 			}
 			c := GoalContract{GoalID: s.goal, AgentID: s.agent, TurnRules: turnRules}
 			if err := s.get(ctx, "read "+GoalURI, s.goalPath(), nil, &c.Goal); err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			return jsonResource(req.Params.URI, c)
 		})
 	srv.AddResource(&sdk.Resource{URI: StateURI, Name: "state", Title: "LoopX state", MIMEType: "application/json",
 		Description: "The current state for this agent: the decision should_run would give, open gates, turns, evidence, quota, inbox."},
 		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-			if err := s.connected(); err != nil {
-				return nil, err
+			if err := s.connected(ctx); err != nil {
+				return nil, rpcError(err)
 			}
 			var st api.Status
 			if err := s.get(ctx, "read "+StateURI, s.goalPath("status"), url.Values{"agent_id": {s.agent}}, &st); err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			return jsonResource(req.Params.URI, st)
 		})
 }
+
+// rpcError is the JSON-RPC error of a resource or prompt that failed (a tool's failures are
+// tool results instead): the SDK would send a plain error with code 0, which JSON-RPC does
+// not allow. -32000 is the start of the range the specification leaves to servers.
+func rpcError(err error) error {
+	return &jsonrpc.Error{Code: codeServerError, Message: err.Error()}
+}
+
+// codeServerError is the JSON-RPC code of every error the server itself answers.
+const codeServerError = -32000
 
 func jsonResource(uri string, v any) (*sdk.ReadResourceResult, error) {
 	b, err := json.MarshalIndent(v, "", "  ")
@@ -82,12 +96,12 @@ func (s *server) addPrompts(srv *sdk.Server) {
 		Description: "One LoopX-governed turn on this project's goal, for its current state.",
 		Arguments:   []*sdk.PromptArgument{{Name: "task", Description: "what the user wants done in this turn (optional)"}}},
 		func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
-			if err := s.connected(); err != nil {
-				return nil, err
+			if err := s.connected(ctx); err != nil {
+				return nil, rpcError(err)
 			}
 			text, err := s.turnPrompt(ctx, req.Params.Arguments["task"])
 			if err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			return &sdk.GetPromptResult{Description: "LoopX turn for goal " + s.goal,
 				Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: text}}}}, nil
@@ -109,7 +123,7 @@ func (s *server) turnPrompt(ctx context.Context, task string) (string, error) {
 		"Objective": goal.Objective, "Action": d.EffectiveAction, "Reason": d.Reason, "NextAction": d.NextAction,
 		"TodoID": int64(0), "TodoPriority": 0, "TodoText": "",
 		"InboxPending": d.Inbox.Pending, "InboxSteer": d.Inbox.Steer, "GatesOpen": len(d.Gates.Open),
-		"Commands": toolSteps(d), "Via": "mcp",
+		"Commands": []string(nil), "Via": "mcp",
 	}
 	if d.SelectedTodo != nil {
 		data["TodoID"], data["TodoPriority"], data["TodoText"] = d.SelectedTodo.ID, d.SelectedTodo.Priority, d.SelectedTodo.Text
@@ -118,26 +132,9 @@ func (s *server) turnPrompt(ctx context.Context, task string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("render turn prompt: %w", err)
 	}
+	named := "none given"
 	if task != "" {
-		text += "\n\nTask from the user: " + task + "\nIf no todo covers it yet, add it with todo_add (claim: true) and call should_run again."
+		named = strconv.Quote(task)
 	}
-	return text, nil
-}
-
-// toolSteps is the turn's tool calls in order, with the selected todo filled in.
-func toolSteps(d quota.Decision) []string {
-	todo := "<todo_id>"
-	if d.SelectedTodo != nil {
-		todo = strconv.FormatInt(d.SelectedTodo.ID, 10)
-	}
-	return []string{
-		"should_run {}                       act now? opens the turn",
-		"inbox_drain {}, inbox_reply, inbox_ack   people first",
-		"todo_claim {\"todo_id\": " + todo + "}",
-		"evidence_add {\"todo_id\": " + todo + ", \"summary\": \"...\", \"ref\": \"...\"}",
-		"gate_ask {\"todo_id\": " + todo + ", \"question\": \"...\"}   when an owner must decide",
-		"todo_finish {\"todo_id\": " + todo + "}",
-		"refresh_state {\"next_action\": \"...\"}",
-		"spend_slot {}                       once, after the work is validated",
-	}
+	return strings.TrimRight(text, "\n") + "\n\n" + templates.LoopSteps(templates.LoopCall{Command: "/loopx", Task: named}), nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"reflect"
 	"sync"
@@ -17,7 +18,9 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"loopx/api"
 	"loopx/api/client"
+	"loopx/store"
 	"loopx/templates"
 )
 
@@ -54,6 +57,9 @@ type Options struct {
 	// LocalFiles lets tools read and write files by path on this machine (file_path,
 	// save_to): on for `loopx mcp` (stdio, next to the agent), off for the HTTP endpoint.
 	LocalFiles bool
+	// Stateless: the server answers one request (protocol 2026-07-28 over HTTP), so it has no
+	// session to remember a turn in; should_run takes the agent's live turn as its own.
+	Stateless bool
 }
 
 // server is one session's tools and the session's turn.
@@ -67,12 +73,16 @@ type server struct {
 	now         func() time.Time
 	nonce       string // stands for the turn in idempotency keys outside a turn
 
-	mu      sync.Mutex
-	turn    string    // the live turn this session opened ("" = none)
-	lease   time.Time // when that turn's lease passes
-	pending string    // a minted turn id whose should_run answer has not arrived yet
-	settled string    // the last turn this session settled (a repeated spend replays it)
-	acks    int       // successful inbox_ack calls; part of inbox_drain's key
+	mu        sync.Mutex
+	turn      string    // the live turn this session opened or adopted ("" = none)
+	lease     time.Time // when that turn's lease passes
+	todo      int64     // that turn's todo
+	pending   string    // a minted turn id whose should_run answer has not arrived yet
+	settled   string    // the last turn this session settled (a repeated spend replays it)
+	acks      int       // successful inbox_ack calls; part of inbox_drain's key
+	stateless bool      // one request, no session: the agent's live turn is this server's
+	checked   bool      // the token was checked (whoami): an agent's
+	refused   string    // why the token is refused (the admin token); every call answers it
 
 	localFiles bool
 }
@@ -90,7 +100,7 @@ func New(opts Options) (*sdk.Server, error) {
 		}
 	}
 	s := &server{api: opts.API, goal: opts.GoalID, agent: opts.AgentID, unconnected: opts.Unconnected, localFiles: opts.LocalFiles,
-		tpl: sh.tpl, shared: sh, logger: opts.Logger, now: opts.Now, nonce: randomHex(8)}
+		tpl: sh.tpl, shared: sh, logger: opts.Logger, now: opts.Now, nonce: randomHex(8), stateless: opts.Stateless}
 	if s.api == nil && s.unconnected == "" {
 		s.unconnected = "this project is not connected to LoopX. Ask the user to run `loopx connect` in the project's root folder, then restart this MCP server (reload the host)."
 	}
@@ -111,45 +121,130 @@ func New(opts Options) (*sdk.Server, error) {
 	return srv, nil
 }
 
-// instructions is what the host shows the model about this server. It is built from the
-// options only: initialize must answer at once, without a network call.
+// instructions is what the host shows the model about this server in every session, in any
+// folder: what the tools are for (the loop contract's always-on text), never a rule for
+// ordinary requests. It is built from the options only: initialize must answer at once,
+// without a network call.
 func (s *server) instructions() string {
-	text := "LoopX governs this project's agent turns and keeps their state. Start every turn with " +
-		"should_run and work only when it answers should_run=true; inside the turn claim the selected todo, " +
-		"record what you produced with evidence_add, ask an owner with gate_ask when you need a decision, " +
-		"then call refresh_state and, once the work is validated, spend_slot exactly once. " +
-		"Answer people first when should_run reports inbox.pending > 0 (inbox_drain, inbox_reply, inbox_ack). " +
-		"Pace a recurring loop by scheduler_hint.interval_minutes."
 	if s.api == nil {
-		return text + " Not connected: " + s.unconnected
+		return "LoopX is not set up in this folder, so its tools have nothing to work on here: leave them alone " +
+			"unless the user asks for LoopX; then tell them what is missing: " + s.unconnected
 	}
-	return text + fmt.Sprintf(" Connected to %s as agent %q on goal %q.", s.api.BaseURL(), s.agent, s.goal)
+	return templates.LoopTools("") +
+		fmt.Sprintf(" Here it is connected to %s as agent %q on goal %q.", s.api.BaseURL(), s.agent, s.goal)
 }
 
 // connected is nil with a connection; without one it is every tool's answer, saying what to
-// do.
-func (s *server) connected() error {
+// do. The first call checks the token once: the tools work as one agent, never as the admin
+// (a LOOPX_TOKEN holding the admin token is refused, as /mcp refuses it).
+func (s *server) connected(ctx context.Context) error {
 	if s.api == nil {
 		return errors.New(s.unconnected)
+	}
+	s.mu.Lock()
+	checked, refused := s.checked, s.refused
+	s.mu.Unlock()
+	if refused != "" {
+		return errors.New(refused)
+	}
+	if checked {
+		return nil
+	}
+	var who api.Whoami
+	raw, err := s.api.Do(ctx, client.Request{Method: http.MethodGet, Path: "/v1/whoami"})
+	if err != nil {
+		return nil // the call itself will say what is wrong with the server or the token
+	}
+	if err := json.Unmarshal(raw, &who); err != nil {
+		return fmt.Errorf("check the token: decode the server's answer: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checked = true
+	if who.Admin {
+		s.refused = "loopx mcp works as one agent, but its token (LOOPX_TOKEN) is the admin token, which the tools never use. " +
+			fmt.Sprintf("Ask the user to unset LOOPX_TOKEN (loopx connect stored the token of agent %q on goal %q for this machine) "+
+				"or to set it to that agent's token, then reload the host.", s.agent, s.goal)
+		return errors.New(s.refused)
 	}
 	return nil
 }
 
-// key derives the Idempotency-Key of a mutating call from who, the session's turn, the tool,
-// its arguments and anything else that must make two calls distinct (a version read).
-func (s *server) key(tool string, args any, extra ...any) string {
-	s.mu.Lock()
-	turn := s.turn
-	if turn == "" {
-		turn = "session:" + s.nonce
-	}
-	s.mu.Unlock()
+// key derives the Idempotency-Key of a mutating call from who, the turn, the tool, its
+// arguments and anything else that must make two calls distinct (a version read). The turn
+// is one the server knows, so a call retried after the host restarted this process derives
+// the same key and has one effect: the session's live turn, else the agent's live turn on
+// the server, else the agent's latest turn (calls between two turns share a key only with
+// their own retries and repeats in that interval).
+func (s *server) key(ctx context.Context, tool string, args any, extra ...any) string {
+	return s.keyIn(s.keyTurn(ctx), tool, args, extra...)
+}
+
+// keyIn derives the key of a call made in turn.
+func (s *server) keyIn(turn, tool string, args any, extra ...any) string {
 	b, err := json.Marshal([]any{s.goal, s.agent, turn, tool, args, extra})
 	if err != nil { // arguments come from decoded JSON: they encode
 		b = []byte(fmt.Sprint(s.goal, s.agent, turn, tool, args, extra))
 	}
 	sum := sha256.Sum256(b)
 	return "mcp-" + tool + "-" + hex.EncodeToString(sum[:16])
+}
+
+// keyTurn is the turn part of a key (see key).
+func (s *server) keyTurn(ctx context.Context) string {
+	s.mu.Lock()
+	turn, lease := s.turn, s.lease
+	s.mu.Unlock()
+	if turn != "" && s.now().Before(lease) {
+		return turn
+	}
+	t, err := s.latestTurn(ctx)
+	switch {
+	case err != nil:
+		// The call itself will most likely fail the same way; its key need not survive.
+		s.logger.Warn("read the agent's latest turn for an idempotency key", "err", err)
+		return "session:" + s.nonce
+	case t == nil:
+		return "before-first-turn"
+	case t.State == store.TurnLive && s.now().Before(t.LeaseExpiresAt):
+		return t.InstanceID
+	}
+	return "after:" + t.InstanceID
+}
+
+// latestTurn is the agent's newest turn on the server; nil when it has none.
+func (s *server) latestTurn(ctx context.Context) (*store.RunTurn, error) {
+	var latest struct {
+		Turns []store.RunTurn `json:"turns"`
+	}
+	q := url.Values{"agent_id": {s.agent}, "limit": {"1"}}
+	if err := s.get(ctx, "read the agent's turn", s.goalPath("turns"), q, &latest); err != nil {
+		return nil, err
+	}
+	if len(latest.Turns) == 0 {
+		return nil, nil
+	}
+	return &latest.Turns[0], nil
+}
+
+// adopt makes the agent's live turn on the server this session's turn, when the session has
+// none: the host restarted this process in the middle of its turn.
+func (s *server) adopt(ctx context.Context) {
+	s.mu.Lock()
+	known := s.turn != "" && s.now().Before(s.lease)
+	s.mu.Unlock()
+	if known {
+		return
+	}
+	t, err := s.latestTurn(ctx)
+	if err != nil || t == nil || t.State != store.TurnLive || !s.now().Before(t.LeaseExpiresAt) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn == "" || !s.now().Before(s.lease) {
+		s.turn, s.lease, s.todo = t.InstanceID, t.LeaseExpiresAt, t.TodoID
+	}
 }
 
 // get reads path into out.
@@ -178,26 +273,43 @@ func (s *server) send(ctx context.Context, tool, method, path string, body any, 
 
 func (s *server) goalPath(rest ...string) string { return client.GoalPath(s.goal, rest...) }
 
-// schemaFor infers T's JSON schema. Raw JSON members (a ledger entry's detail) may hold any
-// JSON value, not the byte array Go's type suggests.
+// schemaFor infers T's JSON schema. Raw JSON members (a ledger entry's detail) hold a JSON
+// object, not the byte array Go's type suggests.
 func schemaFor[T any]() (*jsonschema.Schema, error) {
 	return jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[json.RawMessage](): {},
+		reflect.TypeFor[json.RawMessage](): {Type: "object"},
 	}})
 }
 
-// addTool registers a typed tool with its output schema: infer's when given, else Out's,
-// computed once per process (Shared) and reused by every session.
+// addTool registers a typed tool with its input and output schemas, made portable
+// (schema.go): the output's is infer's when given, else Out's. Both are computed once per
+// process (Shared) and reused by every session.
 func addTool[In, Out any](sh *Shared, srv *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out], infer ...func() (*jsonschema.Schema, error)) error {
 	f := schemaFor[Out]
 	if len(infer) > 0 {
 		f = infer[0]
 	}
-	out, err := sh.outputSchema(t.Name, f)
+	out, err := sh.outputSchema(t.Name, func() (*jsonschema.Schema, error) {
+		s, err := f()
+		if err != nil {
+			return nil, err
+		}
+		return portableOutput(s), nil
+	})
 	if err != nil {
 		return fmt.Errorf("output schema of %s: %w", t.Name, err)
 	}
-	t.OutputSchema = out
+	in, err := sh.outputSchema("input of "+t.Name, func() (*jsonschema.Schema, error) {
+		s, err := schemaFor[In]()
+		if err != nil {
+			return nil, err
+		}
+		return portableInput(s, inputEnums[t.Name]), nil
+	})
+	if err != nil {
+		return fmt.Errorf("input schema of %s: %w", t.Name, err)
+	}
+	t.InputSchema, t.OutputSchema = in, out
 	sdk.AddTool(srv, t, h)
 	return nil
 }

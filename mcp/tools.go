@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -29,6 +31,7 @@ import (
 type ShouldRunIn struct {
 	TurnInstanceID string `json:"turn_instance_id,omitempty" jsonschema:"the host's id for this turn, e.g. a heartbeat id; omit it and loopx mints one"`
 	BeginTurn      *bool  `json:"begin_turn,omitempty" jsonschema:"open the turn when the answer is run (default true); false only looks and records nothing"`
+	TodoID         int64  `json:"todo_id,omitempty" jsonschema:"the todo this turn is for, e.g. the one todo_add made for the user's task: the turn opens on it (and claims it); mid-turn, before any evidence, it moves the live turn to it"`
 }
 
 // ShouldRunOut is should-run's decision plus what this session knows about its turn.
@@ -70,12 +73,14 @@ type TodoAddIn struct {
 	Text     string `json:"text" jsonschema:"what to do, one slice of work (up to 12000 characters)"`
 	Priority *int   `json:"priority,omitempty" jsonschema:"0 (most urgent) to 4; default 2"`
 	Role     string `json:"role,omitempty" jsonschema:"agent (default) or user: a todo for a person"`
-	Claim    bool   `json:"claim,omitempty" jsonschema:"claim it for this agent at once"`
+	Claim    bool   `json:"claim,omitempty" jsonschema:"claim it for this agent at once; inside a live turn that has recorded nothing yet, the turn moves to it"`
 }
 
 // TodoOut is one todo.
 type TodoOut struct {
 	Todo store.Todo `json:"todo"`
+	// NextStep, from todo_add with claim in a live turn, says which todo the turn is on now.
+	NextStep string `json:"next_step,omitempty"`
 }
 
 // TodoClaimIn is todo_claim's input.
@@ -210,6 +215,14 @@ type GoalStatusIn struct{}
 
 func boolPtr(b bool) *bool { return &b }
 
+// inputEnums are the closed sets of the tools' inputs, by tool and property.
+var inputEnums = map[string]map[string][]any{
+	"todo_add":     {"role": {"agent", "user"}},
+	"todo_update":  {"status": {store.TodoOpen, store.TodoBlocked, store.TodoDone, store.TodoCancelled}},
+	"evidence_add": {"kind": {"link", "command", "note", "artifact"}},
+	"gate_list":    {"status": {store.GateOpen, store.GateApproved, store.GateRejected, store.GateAnswered, store.GateCancelled}},
+}
+
 func (s *server) addTools(srv *sdk.Server) error {
 	readOnly := &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
 	write := func() *sdk.ToolAnnotations {
@@ -217,7 +230,7 @@ func (s *server) addTools(srv *sdk.Server) error {
 	}
 	for _, err := range []error{
 		addTool(s.shared, srv, &sdk.Tool{Name: "should_run", Annotations: write(),
-			Description: "Ask LoopX whether to work now; call it first in every turn. A run answer opens the turn and names the todo to work on; a skip answer says why and when to check again (scheduler_hint)."}, s.shouldRun, mergedSchema[quota.Decision, ShouldRunExtra]),
+			Description: "Opens a LoopX turn (the /loopx steps, a heartbeat): answers whether to work now. A run answer opens the turn on a todo (todo_id names it; else the goal's next one); a skip answer (should_run false) opens nothing and says why and when to check again (next_step, scheduler_hint)."}, s.shouldRun, mergedSchema[quota.Decision, ShouldRunExtra]),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_list", Annotations: readOnly,
 			Description: "List the goal's todos by priority (open and blocked by default)."}, s.todoList),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_add", Annotations: write(),
@@ -261,7 +274,7 @@ func (s *server) addTools(srv *sdk.Server) error {
 func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in ShouldRunIn) (*sdk.CallToolResult, ShouldRunOut, error) {
 	const tool = "should_run"
 	var out ShouldRunOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	if in.BeginTurn != nil && !*in.BeginTurn {
@@ -271,11 +284,20 @@ func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in Shoul
 		return s.shouldRunAnswer(ctx, out)
 	}
 
+	if s.stateless {
+		s.adopt(ctx) // no session remembers the turn: the agent's live turn is the caller's
+	}
 	s.mu.Lock()
 	mine, lease := s.turn, s.lease
 	s.mu.Unlock()
 	if mine != "" && (in.TurnInstanceID == "" || in.TurnInstanceID == mine) && s.now().Before(lease) {
-		// Mid-turn: look without recording; the answer is busy because the turn is ours.
+		// Mid-turn: look without recording; the answer is busy because the turn is ours. A
+		// todo named now moves the turn to it while the turn has recorded nothing.
+		if in.TodoID != 0 {
+			if err := s.bind(ctx, mine, in.TodoID); err != nil {
+				return nil, out, explain(tool, s, err)
+			}
+		}
 		if err := s.peek(ctx, tool, &out.Decision); err != nil {
 			return nil, out, err
 		}
@@ -295,8 +317,9 @@ func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in Shoul
 		id = s.pending
 	}
 	s.mu.Unlock()
-	body := api.ShouldRunBody{AgentID: s.agent, TurnInstanceID: id, BeginTurn: true, Via: "mcp"}
-	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("should-run"), body, s.key(tool, body), &out.Decision); err != nil {
+	body := api.ShouldRunBody{AgentID: s.agent, TurnInstanceID: id, BeginTurn: true, TodoID: in.TodoID, Via: "mcp"}
+	// The turn instance id is the replay key of should-run (the body names it).
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("should-run"), body, s.keyIn(id, tool, body), &out.Decision); err != nil {
 		return nil, out, err // a lost answer keeps the pending id: the retry replays by it
 	}
 	s.mu.Lock()
@@ -304,10 +327,31 @@ func (s *server) shouldRun(ctx context.Context, _ *sdk.CallToolRequest, in Shoul
 		s.pending = ""
 	}
 	if out.Turn != nil && out.Turn.State == store.TurnLive && s.now().Before(out.Turn.LeaseExpiresAt) {
-		s.turn, s.lease = out.Turn.InstanceID, out.Turn.LeaseExpiresAt
+		s.turn, s.lease, s.todo = out.Turn.InstanceID, out.Turn.LeaseExpiresAt, out.Turn.TodoID
 	}
 	s.mu.Unlock()
 	return s.shouldRunAnswer(ctx, out)
+}
+
+// bind moves the session's live turn to todo (POST turns/bind): refused once the turn
+// recorded evidence or its spend. The error is the API's, for the caller to explain.
+func (s *server) bind(ctx context.Context, turn string, todo int64) error {
+	body := api.BindTurnBody{AgentID: s.agent, TurnInstanceID: turn, TodoID: todo}
+	raw, err := s.api.Do(ctx, client.Request{Method: http.MethodPost, Path: s.goalPath("turns", "bind"), Body: body,
+		IdempotencyKey: s.key(ctx, "turn_bind", body)})
+	if err != nil {
+		return err
+	}
+	var t store.Turn
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return fmt.Errorf("decode the server's answer: %w", err)
+	}
+	s.mu.Lock()
+	if s.turn == t.InstanceID {
+		s.todo = t.TodoID
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // peek reads the decision without recording anything.
@@ -320,7 +364,7 @@ func (s *server) settle(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.turn == id {
-		s.turn, s.lease, s.settled = "", time.Time{}, id
+		s.turn, s.lease, s.todo, s.settled = "", time.Time{}, 0, id
 	}
 }
 
@@ -328,10 +372,7 @@ func (s *server) settle(id string) {
 func (s *server) shouldRunAnswer(ctx context.Context, out ShouldRunOut) (*sdk.CallToolResult, ShouldRunOut, error) {
 	s.mu.Lock()
 	if s.turn != "" && s.now().Before(s.lease) {
-		out.YourTurn = &YourTurn{TurnInstanceID: s.turn, LeaseExpiresAt: s.lease}
-		if out.Turn != nil && out.Turn.InstanceID == s.turn {
-			out.YourTurn.TodoID = out.Turn.TodoID
-		}
+		out.YourTurn = &YourTurn{TurnInstanceID: s.turn, LeaseExpiresAt: s.lease, TodoID: s.todo}
 	}
 	s.mu.Unlock()
 	var gates GatesOut
@@ -369,7 +410,11 @@ func nextStepFor(out ShouldRunOut) string {
 	wait := fmt.Sprintf(" Check again in %d minutes (scheduler_hint).", out.SchedulerHint.IntervalMinutes)
 	switch {
 	case out.YourTurn != nil && out.State == quota.StateBusy:
-		fmt.Fprintf(&b, "Your turn %s is live until %s: carry on with it.", out.YourTurn.TurnInstanceID, out.YourTurn.LeaseExpiresAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(&b, "Your turn %s is live until %s", out.YourTurn.TurnInstanceID, out.YourTurn.LeaseExpiresAt.UTC().Format(time.RFC3339))
+		if out.YourTurn.TodoID != 0 {
+			fmt.Fprintf(&b, " on todo %d", out.YourTurn.TodoID)
+		}
+		b.WriteString(": carry on with it.")
 		answered()
 		if len(out.Gates.Open) > 0 {
 			fmt.Fprintf(&b, " Still open: gate(s) %v; do not do what they ask about until an owner answers.", out.Gates.Open)
@@ -382,7 +427,7 @@ func nextStepFor(out ShouldRunOut) string {
 		}
 		b.WriteString(" End with refresh_state and spend_slot.")
 	case out.ShouldRun && out.SelectedTodo != nil:
-		fmt.Fprintf(&b, "Work on todo %d now (%q): todo_claim it, do one bounded slice, evidence_add what you produced, then refresh_state and spend_slot.", out.SelectedTodo.ID, out.SelectedTodo.Text)
+		fmt.Fprintf(&b, "Your turn is open on todo %d (%q): do one bounded slice of it, evidence_add what you produced with todo_id %d, then refresh_state and spend_slot.", out.SelectedTodo.ID, out.SelectedTodo.Text, out.SelectedTodo.ID)
 		answered()
 	case out.ShouldRun:
 		b.WriteString("Work now, then evidence_add, refresh_state and spend_slot.")
@@ -398,7 +443,7 @@ func nextStepFor(out ShouldRunOut) string {
 		fmt.Fprintf(&b, "Waiting for an owner to answer gate(s) %v: stop without spending.", out.Gates.Blocking)
 		b.WriteString(wait)
 	case out.State == quota.StateIdle:
-		b.WriteString("Nothing to do for this agent: stop without spending. If the user gave you a task, add it with todo_add and call should_run again.")
+		b.WriteString("Nothing to do for this agent: stop without spending. If the user gave you a task, add it with todo_add (claim: true) and call should_run with its todo_id.")
 		b.WriteString(wait)
 	default:
 		fmt.Fprintf(&b, "Skip (%s): %s. Stop without spending.", out.State, out.Message)
@@ -409,7 +454,7 @@ func nextStepFor(out ShouldRunOut) string {
 
 func (s *server) todoList(ctx context.Context, _ *sdk.CallToolRequest, in TodoListIn) (*sdk.CallToolResult, TodosOut, error) {
 	var out TodosOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	q := url.Values{"status": {"open,blocked"}}
@@ -431,15 +476,35 @@ func (s *server) todoList(ctx context.Context, _ *sdk.CallToolRequest, in TodoLi
 func (s *server) todoAdd(ctx context.Context, _ *sdk.CallToolRequest, in TodoAddIn) (*sdk.CallToolResult, TodoOut, error) {
 	const tool = "todo_add"
 	var out TodoOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.TodoBody{Text: in.Text, Role: in.Role, Priority: in.Priority}
 	if in.Claim {
 		body.ClaimFor = s.agent
 	}
-	err := s.send(ctx, tool, http.MethodPost, s.goalPath("todos"), body, s.key(tool, in), &out.Todo)
-	return nil, out, err
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("todos"), body, s.key(ctx, tool, in), &out.Todo); err != nil {
+		return nil, out, err
+	}
+	s.mu.Lock()
+	turn, todo := s.turn, s.todo
+	live := turn != "" && s.now().Before(s.lease)
+	s.mu.Unlock()
+	if !in.Claim || !live || todo == out.Todo.ID {
+		return nil, out, nil
+	}
+	// A task claimed inside a live turn that has recorded nothing is what the turn is for.
+	err := s.bind(ctx, turn, out.Todo.ID)
+	var ae *api.Error
+	switch {
+	case err == nil:
+		out.NextStep = fmt.Sprintf("Your live turn %s is now on todo %d: work on it, and pass todo_id %d to evidence_add.", turn, out.Todo.ID, out.Todo.ID)
+	case errors.As(err, &ae) && ae.Reason == store.ReasonTurnRecorded:
+		out.NextStep = fmt.Sprintf("Your live turn %s stays on todo %d: it already recorded evidence. Finish that turn; todo %d waits for the next one (should_run with its todo_id).", turn, todo, out.Todo.ID)
+	default:
+		return nil, out, explain(tool, s, err)
+	}
+	return nil, out, nil
 }
 
 func (s *server) todoPath(id int64, rest ...string) string {
@@ -449,11 +514,11 @@ func (s *server) todoPath(id int64, rest ...string) string {
 func (s *server) todoClaim(ctx context.Context, _ *sdk.CallToolRequest, in TodoClaimIn) (*sdk.CallToolResult, TodoOut, error) {
 	const tool = "todo_claim"
 	var out TodoOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.ClaimBody{AgentID: s.agent, Transfer: in.Transfer, LeaseSeconds: in.LeaseSeconds}
-	err := s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "claim"), body, s.key(tool, in), &out.Todo)
+	err := s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "claim"), body, s.key(ctx, tool, in), &out.Todo)
 	return nil, out, err
 }
 
@@ -472,7 +537,7 @@ func (s *server) version(ctx context.Context, tool string, todo, given int64) (i
 func (s *server) todoUpdate(ctx context.Context, _ *sdk.CallToolRequest, in TodoUpdateIn) (*sdk.CallToolResult, TodoOut, error) {
 	const tool = "todo_update"
 	var out TodoOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	v, err := s.version(ctx, tool, in.TodoID, in.Version)
@@ -480,14 +545,14 @@ func (s *server) todoUpdate(ctx context.Context, _ *sdk.CallToolRequest, in Todo
 		return nil, out, err
 	}
 	body := api.TodoUpdateBody{AgentID: s.agent, Version: v, Text: in.Text, Priority: in.Priority, Status: in.Status, ClearClaim: in.Release}
-	err = s.send(ctx, tool, http.MethodPatch, s.todoPath(in.TodoID), body, s.key(tool, in, v), &out.Todo)
+	err = s.send(ctx, tool, http.MethodPatch, s.todoPath(in.TodoID), body, s.key(ctx, tool, in, v), &out.Todo)
 	return nil, out, err
 }
 
 func (s *server) todoFinish(ctx context.Context, _ *sdk.CallToolRequest, in TodoFinishIn) (*sdk.CallToolResult, TodoOut, error) {
 	const tool = "todo_finish"
 	var out TodoOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	v, err := s.version(ctx, tool, in.TodoID, in.Version)
@@ -495,14 +560,14 @@ func (s *server) todoFinish(ctx context.Context, _ *sdk.CallToolRequest, in Todo
 		return nil, out, err
 	}
 	body := api.TodoUpdateBody{AgentID: s.agent, Version: v}
-	err = s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "done"), body, s.key(tool, in, v), &out.Todo)
+	err = s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "done"), body, s.key(ctx, tool, in, v), &out.Todo)
 	return nil, out, err
 }
 
 func (s *server) evidenceAdd(ctx context.Context, _ *sdk.CallToolRequest, in EvidenceAddIn) (*sdk.CallToolResult, EvidenceOut, error) {
 	const tool = "evidence_add"
 	var out EvidenceOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	file, err := s.fileBody(in.FileIn)
@@ -510,18 +575,18 @@ func (s *server) evidenceAdd(ctx context.Context, _ *sdk.CallToolRequest, in Evi
 		return nil, out, err
 	}
 	body := api.EvidenceBody{AgentID: s.agent, TodoID: in.TodoID, Kind: in.Kind, Summary: in.Summary, Ref: in.Ref, File: file}
-	err = s.send(ctx, tool, http.MethodPost, s.goalPath("evidence"), body, s.key(tool, body), &out.Evidence)
+	err = s.send(ctx, tool, http.MethodPost, s.goalPath("evidence"), body, s.key(ctx, tool, body), &out.Evidence)
 	return nil, out, err
 }
 
 func (s *server) gateAsk(ctx context.Context, _ *sdk.CallToolRequest, in GateAskIn) (*sdk.CallToolResult, GateOut, error) {
 	const tool = "gate_ask"
 	var out GateOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.GateBody{AgentID: s.agent, Question: in.Question, Options: in.Options, TodoID: in.TodoID}
-	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("gates"), body, s.key(tool, in), &out.Gate); err != nil {
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("gates"), body, s.key(ctx, tool, in), &out.Gate); err != nil {
 		return nil, out, err
 	}
 	what := "the whole goal"
@@ -535,7 +600,7 @@ func (s *server) gateAsk(ctx context.Context, _ *sdk.CallToolRequest, in GateAsk
 
 func (s *server) gateList(ctx context.Context, _ *sdk.CallToolRequest, in GateListIn) (*sdk.CallToolResult, GatesOut, error) {
 	var out GatesOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	q := url.Values{}
@@ -556,25 +621,25 @@ func (s *server) inboxPath(verb string) string { return s.goalPath("agents", s.a
 func (s *server) inboxDrain(ctx context.Context, _ *sdk.CallToolRequest, in InboxDrainIn) (*sdk.CallToolResult, api.InboxItems, error) {
 	const tool = "inbox_drain"
 	var out api.InboxItems
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	s.mu.Lock()
 	acks := s.acks
 	s.mu.Unlock()
 	body := api.DrainBody{Limit: in.Limit}
-	err := s.send(ctx, tool, http.MethodPost, s.inboxPath("drain"), body, s.key(tool, in, acks), &out)
+	err := s.send(ctx, tool, http.MethodPost, s.inboxPath("drain"), body, s.key(ctx, tool, in, s.nonce, acks), &out)
 	return nil, out, err
 }
 
 func (s *server) inboxAck(ctx context.Context, _ *sdk.CallToolRequest, in InboxAckIn) (*sdk.CallToolResult, api.InboxItems, error) {
 	const tool = "inbox_ack"
 	var out api.InboxItems
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	body := api.AckBody{ItemIDs: in.ItemIDs}
-	if err := s.send(ctx, tool, http.MethodPost, s.inboxPath("ack"), body, s.key(tool, in), &out); err != nil {
+	if err := s.send(ctx, tool, http.MethodPost, s.inboxPath("ack"), body, s.key(ctx, tool, in), &out); err != nil {
 		return nil, out, err
 	}
 	s.mu.Lock()
@@ -586,7 +651,7 @@ func (s *server) inboxAck(ctx context.Context, _ *sdk.CallToolRequest, in InboxA
 func (s *server) inboxReply(ctx context.Context, _ *sdk.CallToolRequest, in InboxReplyIn) (*sdk.CallToolResult, inbox.ReplyResult, error) {
 	const tool = "inbox_reply"
 	var out inbox.ReplyResult
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	file, err := s.fileBody(in.FileIn)
@@ -594,18 +659,18 @@ func (s *server) inboxReply(ctx context.Context, _ *sdk.CallToolRequest, in Inbo
 		return nil, out, err
 	}
 	body := api.ReplyBody{ItemID: in.ItemID, Text: in.Text, File: file}
-	err = s.send(ctx, tool, http.MethodPost, s.inboxPath("reply"), body, s.key(tool, body), &out)
+	err = s.send(ctx, tool, http.MethodPost, s.inboxPath("reply"), body, s.key(ctx, tool, body), &out)
 	return nil, out, err
 }
 
 func (s *server) progress(ctx context.Context, _ *sdk.CallToolRequest, in ProgressIn) (*sdk.CallToolResult, store.TurnNote, error) {
 	const tool = "progress"
 	var out store.TurnNote
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
-	body := api.ProgressBody{TurnInstanceID: s.turnFor(""), Text: in.Text}
-	err := s.send(ctx, tool, http.MethodPost, s.goalPath("agents", s.agent, "progress"), body, s.key(tool, body, s.now().UnixNano()), &out)
+	body := api.ProgressBody{TurnInstanceID: s.turnFor(ctx, ""), Text: in.Text}
+	err := s.send(ctx, tool, http.MethodPost, s.goalPath("agents", s.agent, "progress"), body, s.key(ctx, tool, body, s.now().UnixNano()), &out)
 	return nil, out, err
 }
 
@@ -631,7 +696,7 @@ func (s *server) fileBody(in FileIn) (*api.FileBody, error) {
 
 func (s *server) fileGet(ctx context.Context, _ *sdk.CallToolRequest, in FileGetIn) (*sdk.CallToolResult, FileGetOut, error) {
 	out := FileGetOut{FileID: in.FileID}
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	if in.FileID <= 0 {
@@ -657,11 +722,13 @@ func (s *server) fileGet(ctx context.Context, _ *sdk.CallToolRequest, in FileGet
 	return nil, out, nil
 }
 
-// turnFor is the turn a settling call names: the one given, else the session's.
-func (s *server) turnFor(given string) string {
+// turnFor is the turn a settling call names: the one given, else the session's (adopting the
+// agent's live turn when this process does not know one: the host restarted it).
+func (s *server) turnFor(ctx context.Context, given string) string {
 	if given != "" {
 		return given
 	}
+	s.adopt(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.turn
@@ -670,33 +737,40 @@ func (s *server) turnFor(given string) string {
 func (s *server) refreshState(ctx context.Context, _ *sdk.CallToolRequest, in RefreshStateIn) (*sdk.CallToolResult, RefreshStateOut, error) {
 	const tool = "refresh_state"
 	var out RefreshStateOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
-	body := api.RefreshBody{AgentID: s.agent, TurnInstanceID: s.turnFor(in.TurnInstanceID), NextAction: in.NextAction}
-	err := s.send(ctx, tool, http.MethodPost, s.goalPath("refresh-state"), body, s.key(tool, body), &out.Entry)
+	body := api.RefreshBody{AgentID: s.agent, TurnInstanceID: s.turnFor(ctx, in.TurnInstanceID), NextAction: in.NextAction}
+	err := s.send(ctx, tool, http.MethodPost, s.goalPath("refresh-state"), body, s.key(ctx, tool, body), &out.Entry)
 	return nil, out, err
 }
 
 func (s *server) spendSlot(ctx context.Context, _ *sdk.CallToolRequest, in SpendSlotIn) (*sdk.CallToolResult, SpendSlotOut, error) {
 	const tool = "spend_slot"
 	var out SpendSlotOut
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
-	turn := s.turnFor(in.TurnInstanceID)
+	turn := s.turnFor(ctx, in.TurnInstanceID)
 	if turn == "" {
 		// A repeated spend for the turn this session settled answers that turn's receipt.
 		s.mu.Lock()
 		turn = s.settled
 		s.mu.Unlock()
 	}
+	if turn == "" && s.stateless {
+		// Without a session, a repeated spend names the turn an earlier request settled: the
+		// server answers its receipt again.
+		if t, err := s.latestTurn(ctx); err == nil && t != nil && t.Spent {
+			turn = t.InstanceID
+		}
+	}
 	if turn == "" {
 		return nil, out, fmt.Errorf("%s failed: this session has no open turn. Next: spend only for a turn that should_run opened with a run answer; "+
 			"if should_run answered skip, end the turn without spending. Pass turn_instance_id only to settle a turn another session opened", tool)
 	}
 	body := api.SpendBody{AgentID: s.agent, TurnInstanceID: turn, TodoID: in.TodoID}
-	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("spend-slot"), body, s.key(tool, body), &out.Receipt); err != nil {
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("spend-slot"), body, s.key(ctx, tool, body), &out.Receipt); err != nil {
 		return nil, out, err
 	}
 	s.settle(turn)
@@ -705,7 +779,7 @@ func (s *server) spendSlot(ctx context.Context, _ *sdk.CallToolRequest, in Spend
 
 func (s *server) goalStatus(ctx context.Context, _ *sdk.CallToolRequest, _ GoalStatusIn) (*sdk.CallToolResult, api.Status, error) {
 	var out api.Status
-	if err := s.connected(); err != nil {
+	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
 	err := s.get(ctx, "goal_status", s.goalPath("status"), url.Values{"agent_id": {s.agent}}, &out)

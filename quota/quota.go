@@ -85,6 +85,9 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 	case p.Meta.IdempotencyKey != "":
 		open.ReceiptKey = store.ReceiptKey(actor, p.Meta.IdempotencyKey)
 		open.Request = []any{p.GoalID, p.AgentID, p.BeginTurn, p.LeaseDuration}
+		if p.TodoID != 0 {
+			open.Request = append(open.Request.([]any), p.TodoID)
+		}
 	}
 	if p.BeginTurn && instance == "" {
 		instance = newInstanceID()
@@ -117,7 +120,10 @@ func (s *Service) shouldRun(ctx context.Context, p ShouldRunParams, open store.S
 	if !snap.AgentFound {
 		return Decision{}, store.Errorf(store.ErrNotFound, "agent_id", "no agent %q on goal %q; register it first", p.AgentID, p.GoalID)
 	}
-	d := Decide(snap, now)
+	d, err := decideFor(ctx, tx, snap, p, now)
+	if err != nil {
+		return Decision{}, err
+	}
 	changed := false // state beyond the decision record: its commit must be durable
 	if d.State == StateStalled {
 		if d, err = s.openStallGate(ctx, tx, snap, d, actor, surface, now); err != nil {
@@ -176,6 +182,31 @@ func (s *Service) shouldRun(ctx context.Context, p ShouldRunParams, open store.S
 	return d, nil
 }
 
+// decideFor decides over snap; with p.TodoID the named todo is the one selected, when the
+// agent may work on it. When it may not and the answer would otherwise have been work (or
+// idle, or the stall guard), the error says why; a skip for another reason (paused, busy,
+// throttled, waiting for an owner) is answered as it is.
+func decideFor(ctx context.Context, tx store.DB, snap Input, p ShouldRunParams, now time.Time) (Decision, error) {
+	if p.TodoID == 0 {
+		return Decide(snap, now), nil
+	}
+	t, todoErr := store.RunnableTodo(ctx, tx, p.GoalID, p.AgentID, p.TodoID, now)
+	if todoErr == nil {
+		pinned := []store.Todo{t}
+		for _, r := range snap.Runnable {
+			if r.ID != t.ID {
+				pinned = append(pinned, r)
+			}
+		}
+		snap.Runnable = pinned
+	}
+	d := Decide(snap, now)
+	if todoErr != nil && (d.ShouldRun || d.State == StateIdle || d.State == StateStalled) {
+		return Decision{}, todoErr
+	}
+	return d, nil
+}
+
 func checkParams(p ShouldRunParams) error {
 	if !store.ValidID(p.GoalID) {
 		return store.Errorf(store.ErrInvalid, "goal_id", "%q is not a valid id: use 1-63 characters of a-z, 0-9, '.', '_', '-'", p.GoalID)
@@ -190,6 +221,9 @@ func checkParams(p ShouldRunParams) error {
 	}
 	if !store.ValidInstanceID(p.TurnInstanceID) {
 		return store.Errorf(store.ErrInvalid, "turn_instance_id", "%q is not a valid turn instance id: use 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'", p.TurnInstanceID)
+	}
+	if p.TodoID < 0 {
+		return store.Errorf(store.ErrInvalid, "todo_id", "must be a todo id (1 or more), or 0 for the highest-priority one")
 	}
 	if p.LeaseDuration < 0 || p.LeaseDuration > 24*time.Hour {
 		return store.Errorf(store.ErrInvalid, "lease", "must be between 0 (the default, %s) and 24h", store.DefaultTurnLease)
@@ -237,6 +271,11 @@ func (s *Service) beginTurn(ctx context.Context, tx store.DB, p ShouldRunParams,
 	todoID := int64(0)
 	if d.SelectedTodo != nil {
 		todoID = d.SelectedTodo.ID
+	}
+	if p.TodoID != 0 && todoID == p.TodoID {
+		if err := store.ClaimForTurn(ctx, tx, p.GoalID, p.AgentID, todoID, now); err != nil {
+			return d, fmt.Errorf("begin turn: %w", err)
+		}
 	}
 	t, err := store.OpenTurnTx(ctx, tx, store.OpenTurnParams{
 		GoalID: p.GoalID, AgentID: p.AgentID, InstanceID: instance, TodoID: todoID,

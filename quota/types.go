@@ -125,6 +125,9 @@ type ShouldRunParams struct {
 	LeaseDuration time.Duration // lease of the opened turn; 0 = 30 minutes
 	// Via is how the turn is run: exec or webhook (a runner), mcp or cli (a host); it decides
 	// whether a progress card is shown by default.
-	Via  string
-	Meta store.Meta
+	Via string
+	// TodoID, when set, is the todo the turn is for: it is selected (and claimed when the turn
+	// opens) instead of the highest-priority one, if the agent may work on it.
+	TodoID int64
+	Meta   store.Meta
 }

@@ -78,6 +78,14 @@ func wireMaintenance(_ context.Context, d *deps) ([]component, error) {
 				for _, t := range ended {
 					logger.Info("turn lease expired; turn abandoned", "goal_id", t.GoalID, "agent_id", t.AgentID, "turn_id", t.ID)
 				}
+				// A permission request whose hook is gone is denied a minute after its limit.
+				gates, err := d.store.ExpireOverduePermissions(ctx, time.Minute, d.cards.Gates.Update)
+				if err != nil && ctx.Err() == nil {
+					logger.Warn("expire permission requests", "err", err)
+				}
+				for _, g := range gates {
+					logger.Info("permission request unanswered; denied", "goal_id", g.GoalID, "gate_id", g.ID)
+				}
 			case <-pruning.C:
 				prune(ctx)
 			}

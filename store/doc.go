@@ -26,7 +26,10 @@
 //     rely on a unique index, so concurrent callers see exactly one winner: a claim never
 //     overwrites another agent's live claim (transfer is explicit), at most one turn per
 //     goal x agent is live, a turn is debited at most once, and a goal has at most one open
-//     stall gate.
+//     stall gate. A turn names one todo, and its evidence and spend name the same one: a live
+//     turn moves to another todo only while it has recorded nothing (BindTurnTodo).
+//   - A permission gate (permission.go) blocks nothing in should-run and is denied when
+//     nobody answered by its deadline: a later answer is refused.
 //   - Rules the chat's fast path applies in SQL (who may message a goal: loopx_role; which
 //     agent a message reaches: loopx_message_agent) are SQL functions every path calls.
 //   - Refusals that an operation decides return ErrForbidden when the caller may not do it

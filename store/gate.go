@@ -30,8 +30,9 @@ const (
 	GateAnswered  = "answered"
 	GateCancelled = "cancelled"
 
-	GateKindQuestion = "question"
-	GateKindStall    = "stall"
+	GateKindQuestion   = "question"
+	GateKindStall      = "stall"
+	GateKindPermission = "permission" // a host's permission prompt (permission.go)
 )
 
 // Gate is an owner decision an agent (or the stall guard) waits for. TodoID 0 blocks the
@@ -53,6 +54,10 @@ type Gate struct {
 	Reminders      int        `json:"reminders"`
 	NextReminderAt *time.Time `json:"next_reminder_at,omitempty"`
 	CreatedAt      time.Time  `json:"created_at"`
+	// Request is a permission gate's request (what the host asks to run); ExpiresAt is when
+	// it is denied if nobody answered.
+	Request   *PermissionRequest `json:"permission,omitempty"`
+	ExpiresAt *time.Time         `json:"expires_at,omitempty"`
 }
 
 // AskGateParams opens an owner gate. TodoID 0 blocks the whole goal; otherwise that todo
@@ -110,13 +115,13 @@ const firstReminder = 30 * time.Minute
 
 const gateCols = `id, goal_id, agent_id, kind, question, options, coalesce(todo_id, 0), status,
 	coalesce(answered_by, ''), coalesce(answer, ''), coalesce(comment, ''), answered_at, card_version,
-	reminders, next_reminder_at, created_at`
+	reminders, next_reminder_at, created_at, request, expires_at`
 
 func scanGate(row pgx.Row) (Gate, error) {
 	var g Gate
 	err := row.Scan(&g.ID, &g.GoalID, &g.AgentID, &g.Kind, &g.Question, &g.Options, &g.TodoID, &g.Status,
 		&g.AnsweredBy, &g.Answer, &g.Comment, &g.AnsweredAt, &g.CardVersion, &g.Reminders,
-		&g.NextReminderAt, &g.CreatedAt)
+		&g.NextReminderAt, &g.CreatedAt, &g.Request, &g.ExpiresAt)
 	return g, err
 }
 
@@ -335,6 +340,11 @@ func (s *Store) AnswerGate(ctx context.Context, p AnswerGateParams) (Gate, error
 		if g.Status != GateOpen {
 			return Gate{}, Audit{}, because(ReasonGateClosed, refuse(ErrRefused, "gate_id",
 				fmt.Sprintf("gate %d is already %s by %s", g.ID, g.Status, orWhom(g.AnsweredBy)),
+				goal.ID, GateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy}))
+		}
+		if g.Kind == GateKindPermission && g.ExpiresAt != nil && !now.Before(*g.ExpiresAt) {
+			return Gate{}, Audit{}, because(ReasonGateClosed, refuse(ErrRefused, "gate_id",
+				fmt.Sprintf("gate %d expired at %s unanswered: the request was denied", g.ID, g.ExpiresAt.UTC().Format(time.RFC3339)),
 				goal.ID, GateTarget(g.ID), map[string]any{"answered_by": p.AnsweredBy}))
 		}
 		if p.CardVersion != 0 && p.CardVersion != g.CardVersion {

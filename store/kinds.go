@@ -136,6 +136,9 @@ const (
 	ReasonNoLiveTurn = "no_live_turn"
 	// ReasonTooLarge (invalid): a file is larger than the server's size cap.
 	ReasonTooLarge = "file_too_large"
+	// ReasonTurnRecorded (refused): the live turn already recorded evidence or its spend, so
+	// it stays on its todo.
+	ReasonTurnRecorded = "turn_recorded"
 )
 
 // ErrorReason is one reason with the kind it refines and what it means.
@@ -153,6 +156,7 @@ var errorReasons = []ErrorReason{
 	{ReasonNotHeld, CodeRefused, "the agent is not held: there is nothing to resume"},
 	{ReasonNoLiveTurn, CodeRefused, "the agent has no live turn to stop or to report progress on"},
 	{ReasonTooLarge, CodeBadRequest, "the file is larger than the server's size cap (LOOPX_FILE_MAX_BYTES)"},
+	{ReasonTurnRecorded, CodeRefused, "the live turn already recorded evidence or its spend: it stays on its todo"},
 }
 
 // ErrorReasons returns every reason, in the order docs/api.md lists them.

@@ -375,7 +375,9 @@ CREATE TABLE public.gate (
     reminders integer DEFAULT 0 NOT NULL,
     next_reminder_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT gate_kind_check CHECK ((kind = ANY (ARRAY['question'::text, 'stall'::text]))),
+    request jsonb,
+    expires_at timestamp with time zone,
+    CONSTRAINT gate_kind_check CHECK ((kind = ANY (ARRAY['question'::text, 'stall'::text, 'permission'::text]))),
     CONSTRAINT gate_question_check CHECK (((length(question) >= 1) AND (length(question) <= 12000))),
     CONSTRAINT gate_status_check CHECK ((status = ANY (ARRAY['open'::text, 'approved'::text, 'rejected'::text, 'answered'::text, 'cancelled'::text])))
 );
@@ -523,6 +525,15 @@ CREATE SEQUENCE public.outbox_id_seq
     CACHE 1;
 
 ALTER SEQUENCE public.outbox_id_seq OWNED BY public.outbox.id;
+
+CREATE TABLE public.permission_policy (
+    goal_id text NOT NULL,
+    timeout_seconds integer DEFAULT 600 NOT NULL,
+    allow_tools text[] DEFAULT '{}'::text[] NOT NULL,
+    deny_tools text[] DEFAULT '{}'::text[] NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT permission_policy_timeout_seconds_check CHECK (((timeout_seconds >= 10) AND (timeout_seconds <= 86400)))
+);
 
 CREATE TABLE public.proposal (
     id bigint NOT NULL,
@@ -924,6 +935,9 @@ ALTER TABLE ONLY public.outbox
 ALTER TABLE ONLY public.outbox
     ADD CONSTRAINT outbox_uuid_key UNIQUE (uuid);
 
+ALTER TABLE ONLY public.permission_policy
+    ADD CONSTRAINT permission_policy_pkey PRIMARY KEY (goal_id);
+
 ALTER TABLE ONLY public.proposal_card
     ADD CONSTRAINT proposal_card_pkey PRIMARY KEY (proposal_id, outbox_id);
 
@@ -1019,6 +1033,8 @@ CREATE INDEX evidence_turn ON public.evidence USING btree (turn_id) WHERE (turn_
 CREATE UNIQUE INDEX gate_one_open_stall ON public.gate USING btree (goal_id) WHERE ((kind = 'stall'::text) AND (status = 'open'::text));
 
 CREATE INDEX gate_open ON public.gate USING btree (goal_id) WHERE (status = 'open'::text);
+
+CREATE INDEX gate_permission_turn ON public.gate USING btree (goal_id, agent_id, ((request ->> 'turn'::text)), ((request ->> 'tool'::text))) WHERE ((kind = 'permission'::text) AND (answer = 'allow_turn'::text));
 
 CREATE INDEX inbox_item_age ON public.inbox_item USING brin (created_at);
 
@@ -1185,6 +1201,9 @@ ALTER TABLE ONLY public.inbox_item
 
 ALTER TABLE ONLY public.outbox
     ADD CONSTRAINT outbox_update_of_fkey FOREIGN KEY (update_of) REFERENCES public.outbox(id);
+
+ALTER TABLE ONLY public.permission_policy
+    ADD CONSTRAINT permission_policy_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.proposal_card
     ADD CONSTRAINT proposal_card_outbox_id_fkey FOREIGN KEY (outbox_id) REFERENCES public.outbox(id) ON DELETE CASCADE;

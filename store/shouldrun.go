@@ -82,7 +82,7 @@ SELECT
 	(SELECT coalesce(json_agg(json_build_object('gate_id', id, 'goal_id', goal_id, 'agent_id', agent_id, 'kind', kind,
 	        'question', question, 'options', options, 'todo_id', coalesce(todo_id, 0), 'status', status,
 	        'card_version', card_version, 'reminders', reminders, 'created_at', created_at) ORDER BY id), '[]')
-	   FROM gate WHERE goal_id = $1 AND status = 'open'),
+	   FROM gate WHERE goal_id = $1 AND status = 'open' AND kind <> 'permission'),
 	(SELECT coalesce(json_agg(json_build_object('todo_id', id, 'goal_id', goal_id, 'role', role, 'text', text,
 	        'priority', priority, 'status', status, 'claimed_by', coalesce(claimed_by, ''), 'claimed_at', claimed_at,
 	        'lease_expires_at', lease_expires_at, 'created_by', created_by, 'version', version,

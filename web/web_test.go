@@ -531,3 +531,27 @@ func TestDatabaseOutageIs503WithRetryAfter(t *testing.T) {
 	status, body := br.postRaw("/web/signin/admin", url.Values{"token": {"wrong-token-0123456789"}})
 	require.NotEqual(t, http.StatusInternalServerError, status, body)
 }
+
+// TestPermissionGateShowsTheRequestAndItsButtons: a host's permission request is a gate on the
+// goal page with the request in words, its deadline, and Allow once / Allow for this turn /
+// Deny; the owner's Allow for this turn answers it.
+func TestPermissionGateShowsTheRequestAndItsButtons(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, err := b.st.AskPermission(t.Context(), store.AskPermissionParams{GoalID: "docs", AgentID: "codex",
+		Request: store.PermissionRequest{Host: "claude-code", Tool: "Bash", Summary: "rm -rf build/", Folder: "/src/docs", Turn: "t-1"},
+		Meta:    store.Meta{Actor: "agent:docs/codex", Surface: "api"}})
+	require.NoError(t, err)
+	br := b.signIn(t, owner)
+	_, body, _ := br.get("/web/goals/docs")
+	require.Contains(t, body, "Agent codex asks to run Bash: rm -rf build/ (in /src/docs)")
+	require.Contains(t, body, "Denied if nobody answers by")
+	for _, button := range []string{`value="approve" class="primary">Allow once`, `value="allow_turn">Allow for this turn`, `value="reject" class="danger">Deny`} {
+		require.Contains(t, body, button)
+	}
+	status, loc := br.post("/web/goals/docs/gates/"+itoa(a.Gate.ID)+"/answer", url.Values{"answer": {"allow_turn"}})
+	require.Equal(t, http.StatusSeeOther, status, loc)
+	g, err := b.st.GetGate(t.Context(), "docs", a.Gate.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.PermitAllow, store.PermissionDecision(g))
+}

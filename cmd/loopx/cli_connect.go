@@ -124,7 +124,7 @@ func printConnect(w io.Writer, r project.ConnectResult) {
 	if r.GitignoreHint != "" {
 		fmt.Fprintf(w, "Add this line to .gitignore: %s\n", r.GitignoreHint)
 	}
-	fmt.Fprintln(w, "Next: loopx hosts install --host claude-code (or codex, cursor, opencode), then loopx status.")
+	fmt.Fprintln(w, "Next: loopx hosts install --host claude-code (or codex, cursor, opencode, gemini, qwen, copilot, pi), then loopx status.")
 }
 
 func (a *app) statusCommand() *cobra.Command {

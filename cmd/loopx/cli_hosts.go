@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -18,9 +19,12 @@ func (a *app) hostsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hosts",
 		Short: "Install LoopX into an agent host: its MCP server entry and the /loopx turn command",
-		Long: `Write, for one agent host, the entry that runs "loopx mcp" and the host's own turn command
-(/loopx in Claude Code, Cursor and OpenCode; the $loopx skill in Codex), whose steps start every
-turn with should_run and end it with evidence, refresh_state and spend_slot.
+		Long: `Write, for one agent host (Claude Code, Codex, Cursor, OpenCode, Gemini CLI, Qwen Code,
+GitHub Copilot CLI, Pi), the entry that runs "loopx mcp" (Pi: an extension that runs it) and
+the host's own turn command (/loopx; the $loopx skill in Codex), whose steps open a LoopX turn
+on the task with should_run and end it with evidence, refresh_state and spend_slot. For
+Claude Code and Codex it also adds the permission hook (loopx hook permission): the host's
+permission prompts become cards the goal's owners answer in Lark.
 
 Shared files are merged, never overwritten; a second install changes nothing; --dry-run
 prints the diff instead; uninstall removes exactly what the install added (recorded in the
@@ -36,9 +40,9 @@ that loopx connect stored. docs/hosts.md lists every file per host.`,
 	common := func(c *cobra.Command, withHost bool) {
 		c.Flags().StringVar(&dir, "project", "", "the project's root folder (default: the connected project, else the current folder)")
 		if withHost {
-			c.Flags().StringVar(&host, "host", "", "claude-code, codex, cursor or opencode")
+			c.Flags().StringVar(&host, "host", "", strings.Join(hosts.Hosts(), ", "))
 			_ = c.MarkFlagRequired("host")
-			c.Flags().StringVar(&scope, "scope", "", "project (the project's files) or user (your home; every project). Default: project; user for codex")
+			c.Flags().StringVar(&scope, "scope", "", "project (the project's files) or user (your home; every project). Default: project; user for codex and qwen")
 			c.Flags().BoolVar(&dryRun, "dry-run", false, "print the diff of what would change and change nothing")
 		}
 	}
@@ -132,7 +136,7 @@ func (a *app) hostParams(host, scope, dir, command string) (hosts.Params, *hosts
 		return hosts.Params{}, nil, usageError{err}
 	}
 	p := hosts.Params{Host: host, Scope: scope, Project: root, Home: a.getenv("HOME"),
-		XDGConfigHome: a.getenv("XDG_CONFIG_HOME"), CodexHome: a.getenv("CODEX_HOME")}
+		XDGConfigHome: a.getenv("XDG_CONFIG_HOME"), CodexHome: a.getenv("CODEX_HOME"), CopilotHome: a.getenv("COPILOT_HOME")}
 	if p.Scope == "" {
 		p.Scope = hosts.DefaultScope(host)
 	}
@@ -148,6 +152,7 @@ func (a *app) hostParams(host, scope, dir, command string) (hosts.Params, *hosts
 			return p, nil, fmt.Errorf("find this binary (pass --command): %w", err)
 		}
 		p.Command = []string{exe, "mcp"}
+		p.SharedCommand = []string{"loopx", "mcp"} // files a project commits name no machine's path
 	default:
 		if strings.ContainsRune(command, os.PathSeparator) {
 			if command, err = filepath.Abs(command); err != nil {
@@ -240,17 +245,36 @@ func nextSteps(p hosts.Params) string {
 	case hosts.ClaudeCode:
 		s = "Next: start claude in the project (claude mcp list shows loopx connected); /loopx <task> runs one turn, /loop /loopx keeps going at LoopX's pace."
 		if p.Scope == hosts.ScopeProject {
-			s += "\nKeep .claude/settings.local.json out of git. .mcp.json names this machine's loopx binary; use --command loopx for a PATH-relative entry to commit."
+			s += "\nThe server entry is yours alone (~/.claude.json, this project); keep .claude/settings.local.json out of git."
 		}
 	case hosts.Codex:
 		s = "Next: codex mcp list shows loopx; in the project, type $loopx <task> for a turn."
 		if p.Scope == hosts.ScopeProject {
-			s += "\nCodex reads .codex/config.toml only in a trusted project: trust it once (codex --trust, or [projects.\"" + p.Project + "\"] trust_level = \"trusted\" in ~/.codex/config.toml)."
+			s += "\nCodex reads .codex/config.toml only in a trusted project: trust it once (codex exec --trust, or [projects.\"" + p.Project + "\"] trust_level = \"trusted\" in ~/.codex/config.toml)."
 		}
 	case hosts.Cursor:
 		s = "Next: open the project in Cursor, turn the loopx server on in Settings > MCP (Tools & MCP), then /loopx <task> in the agent chat."
 	case hosts.OpenCode:
 		s = "Next: opencode mcp list shows loopx connected; /loopx <task> runs a turn."
+	case hosts.Gemini:
+		s = "Next: gemini mcp list shows loopx connected once you trust this folder (gemini asks at its first start); /loopx <task> runs a turn."
+	case hosts.Qwen:
+		s = "Next: qwen mcp list shows loopx connected; /loopx <task> runs a turn."
+		if p.Scope == hosts.ScopeProject {
+			s += " Qwen Code holds a project's servers until you approve them: qwen mcp approve loopx."
+		}
+	case hosts.Copilot:
+		s = "Next: copilot mcp list shows loopx, copilot skill list shows the loopx skill; /loopx <task> runs a turn."
+		if p.Scope == hosts.ScopeProject {
+			s += " Copilot reads .github/mcp.json once you trust this folder (copilot asks at its first start)."
+		}
+	case hosts.Pi:
+		s = "Next: start pi in the project: the loopx extension serves the tools (loopx_should_run, ...); /loopx <task> runs a turn."
+	}
+	if p.Scope == hosts.ScopeProject && p.Host != hosts.ClaudeCode && len(p.SharedCommand) > 0 && p.SharedCommand[0] == "loopx" {
+		if _, err := exec.LookPath("loopx"); err != nil {
+			s += "\nThe project's files run `loopx mcp` from PATH (they are usually committed, so they name no path of this machine), and loopx is not on PATH here: put it there, or pass --command with its path."
+		}
 	}
 	if _, err := project.Load(p.Project); err != nil {
 		s += "\nThis folder is not connected yet: run loopx connect here, or loopx mcp has no goal to work on."
@@ -268,7 +292,7 @@ func printHostsStatus(w io.Writer, root string, list []hosts.Installed, connecte
 	for _, in := range list {
 		installed[in.Host] = true
 		state := "installed"
-		if len(in.Missing) > 0 {
+		if len(in.Missing)+len(in.Changed) > 0 {
 			state = "changed since the install"
 		}
 		fmt.Fprintf(w, "%-12s %-8s %s, runs %s\n", in.Host, in.Scope, state, strings.Join(in.Command, " "))
@@ -277,6 +301,9 @@ func printHostsStatus(w io.Writer, root string, list []hosts.Installed, connecte
 		}
 		for _, m := range in.Missing {
 			fmt.Fprintf(w, "    missing: %s\n", m)
+		}
+		for _, c := range in.Changed {
+			fmt.Fprintf(w, "    changed: %s\n", c)
 		}
 	}
 	for _, h := range hosts.Hosts() {

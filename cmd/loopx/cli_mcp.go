@@ -21,9 +21,11 @@ func (a *app) mcpCommand() *cobra.Command {
 		Use:   "mcp",
 		Short: "Serve LoopX's turn tools to an agent host over MCP (stdio)",
 		Long: `Serve the Model Context Protocol on stdin/stdout for an agent host (Claude Code, Codex,
-Cursor, OpenCode): the tools should_run, todo_*, evidence_add, gate_ask, gate_list,
-inbox_*, refresh_state, spend_slot and goal_status, the resources loopx://goal and
-loopx://state, and the prompt "turn". loopx hosts install writes the host's entry for it.
+Cursor, OpenCode, Gemini CLI, Qwen Code, Copilot CLI; Pi through its extension): the tools
+should_run, todo_*, evidence_add, gate_ask, gate_list, inbox_*, refresh_state, spend_slot and
+goal_status, the resources loopx://goal and loopx://state, and the prompt "turn". loopx hosts
+install writes the host's entry for it. The token must be an agent's: the admin token is
+refused (every tool says so).
 
 It is a client of the LoopX HTTP API and works as one agent on one goal:
   goal, agent  LOOPX_GOAL_ID and LOOPX_AGENT_ID, else the project's connection (.loopx/ in

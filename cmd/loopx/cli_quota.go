@@ -47,6 +47,7 @@ replays it. With --begin-turn a run decision opens the turn (with a lease) at on
 	shouldRun.Flags().StringVar(&sr.AgentID, "agent-id", "", "agent asking")
 	shouldRun.Flags().StringVar(&sr.TurnInstanceID, "turn-instance-id", "", "the host's id for this turn; the same id replays the same answer")
 	shouldRun.Flags().BoolVar(&sr.BeginTurn, "begin-turn", false, "open the turn now when the answer is run")
+	shouldRun.Flags().Int64Var(&sr.TodoID, "todo-id", 0, "the todo the turn is for (claimed when it opens); default the highest-priority runnable one")
 	shouldRun.Flags().IntVar(&sr.LeaseSeconds, "lease-seconds", 0, "lease of the opened turn (default 30 minutes)")
 
 	var sp api.SpendBody

@@ -42,9 +42,14 @@ func hostCLI(t *testing.T, name, pkg string) string {
 }
 
 // hostEnv is a host's environment: a throw-away HOME, and what makes the test binary act as
-// loopx when the host starts `<binary> mcp`.
+// loopx when the host starts `<binary> mcp`. The CLIs' folder comes first on PATH: its node
+// is Node 22, which some of them need.
 func hostEnv(home string) []string {
-	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LOOPX_E2E_MAIN=1", "TERM=dumb",
+	path := os.Getenv("PATH")
+	if dir := os.Getenv("LOOPX_HOST_CLIS_BIN"); dir != "" {
+		path = dir + string(os.PathListSeparator) + path
+	}
+	return []string{"HOME=" + home, "PATH=" + path, "LOOPX_E2E_MAIN=1", "TERM=dumb",
 		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "NO_COLOR=1"}
 }
 
@@ -145,10 +150,7 @@ func TestCodexListsTheInstalledServer(t *testing.T) {
 	codex := hostCLI(t, "codex", "@openai/codex")
 	home := t.TempDir()
 	project := connectedProject(t, home)
-	// Codex hands a stdio server only a few variables (HOME, PATH, ...), not
-	// LOOPX_E2E_MAIN: a wrapper makes the test binary act as loopx.
-	bin := filepath.Join(t.TempDir(), "loopx")
-	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nLOOPX_E2E_MAIN=1 exec '"+loopxBinary(t)+"' \"$@\"\n"), 0o755))
+	bin := loopxWrapper(t)
 	env := hostEnv(home)
 	// The user's own Codex settings, kept by the install.
 	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
@@ -192,6 +194,15 @@ func TestCodexListsTheInstalledServer(t *testing.T) {
 	cfg, err := os.ReadFile(filepath.Join(home, ".codex", "config.toml"))
 	require.NoError(t, err)
 	require.Equal(t, "# mine\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n", string(cfg), "uninstall gives the file back")
+}
+
+// loopxWrapper is a loopx for hosts that hand a stdio server only a few variables (HOME,
+// PATH, ...), not LOOPX_E2E_MAIN: a script that makes the test binary act as loopx.
+func loopxWrapper(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "loopx")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nLOOPX_E2E_MAIN=1 exec '"+loopxBinary(t)+"' \"$@\"\n"), 0o755))
+	return bin
 }
 
 // jsonPart skips anything Codex prints before its JSON (warnings about the throw-away home).
@@ -286,7 +297,8 @@ func TestOpenCodeConnectsToTheInstalledServer(t *testing.T) {
 	project := connectedProject(t, home)
 	env := append(hostEnv(home), "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
 		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "XDG_STATE_HOME="+filepath.Join(home, ".local", "state"))
-	r := loopxIn(t, project, home, "hosts", "install", "--host", "opencode")
+	// opencode.json is usually committed: it runs `loopx` from PATH unless --command names it.
+	r := loopxIn(t, project, home, "hosts", "install", "--host", "opencode", "--command", loopxBinary(t))
 	require.Equal(t, 0, r.code, r.stderr)
 	out := runHost(t, project, env, opencode, "mcp", "list")
 	require.Regexp(t, `✓ loopx\S*\s+\S*connected`, out)

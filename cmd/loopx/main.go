@@ -125,6 +125,8 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.connectCommand(),
 		a.statusCommand(),
 		a.hostsCommand(),
+		a.hookCommand(),
+		a.permissionsCommand(),
 		a.proposalCommand(),
 		a.progressCommand(),
 		a.fileCommand(),
