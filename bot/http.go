@@ -21,7 +21,6 @@ import (
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher/callback"
-	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 )
 
 // maxCallbackBody bounds a callback body; Lark events are a few KB.
@@ -33,18 +32,6 @@ func (in *Intake) EventsHandler() http.Handler { return http.HandlerFunc(in.serv
 // CardsHandler serves POST /lark/cards (the card callback URL). card.action.trigger callbacks
 // carry the same envelope, encryption and signature as events, so both share one handler.
 func (in *Intake) CardsHandler() http.Handler { return http.HandlerFunc(in.serveCallback) }
-
-type envelope struct {
-	Encrypt   string `json:"encrypt"`
-	Type      string `json:"type"`
-	Challenge string `json:"challenge"`
-	Token     string `json:"token"`
-	Header    *struct {
-		EventID   string `json:"event_id"`
-		EventType string `json:"event_type"`
-		Token     string `json:"token"`
-	} `json:"header"`
-}
 
 func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 	ctx := withTransport(r.Context(), TransportHTTP)
@@ -64,7 +51,7 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"msg": "rejected: body larger than 1 MiB"})
 		return
 	}
-	plain, env, reason, err := in.authenticate(r, body)
+	plain, f, reason, err := in.authenticate(r, body)
 	if errors.Is(err, errVerifiedMalformed) {
 		in.malformed(ctx, w, TransportHTTP, "event", err)
 		return
@@ -77,23 +64,19 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 		in.reject(ctx, w, "stale", err.Error())
 		return
 	}
-	if env.Type == "url_verification" {
+	if f.Type == "url_verification" {
 		// Lark checks the URL once when it is saved: echo the challenge.
-		writeJSON(w, http.StatusOK, map[string]string{"challenge": env.Challenge})
+		writeJSON(w, http.StatusOK, map[string]string{"challenge": f.Challenge})
 		return
 	}
-	// The two events LoopX handles are decoded here, once, into the SDK's types: a verified
-	// event whose fields have the wrong types can never be handled, so it is acknowledged and
-	// counted instead of answered 5xx (which Lark would redeliver for hours). The dispatcher
-	// routes the rest (the events acknowledged and ignored).
-	switch eventType(env) {
+	// The two events LoopX handles are handled here: a message from the one decode
+	// authenticate made, a card callback decoded into the SDK's types. A verified event whose
+	// fields have the wrong types can never be handled, so it is acknowledged and counted
+	// instead of answered 5xx (which Lark would redeliver for hours). The dispatcher routes the
+	// rest (the events acknowledged and ignored).
+	switch f.eventType() {
 	case eventMessage:
-		var ev larkim.P2MessageReceiveV1
-		if err := json.Unmarshal(plain, &ev); err != nil {
-			in.malformed(ctx, w, TransportHTTP, "message", err)
-			return
-		}
-		if err := in.onMessage(ctx, &ev); err != nil {
+		if err := in.onMessage(ctx, f); err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"msg": "not processed, retry later"})
 			return
 		}
@@ -114,7 +97,7 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &nf):
 		in.m.eventsReceived.WithLabelValues(TransportHTTP, "ignored").Inc()
-		in.log.DebugContext(ctx, "lark event ignored", "event_type", eventType(env))
+		in.log.DebugContext(ctx, "lark event ignored", "event_type", f.eventType())
 		writeJSON(w, http.StatusOK, map[string]string{"msg": "ignored"})
 	case err != nil:
 		// Not committed: a non-2xx answer makes Lark push the event again.
@@ -126,69 +109,99 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func eventType(env envelope) string {
-	if env.Header != nil {
-		return env.Header.EventType
-	}
-	return env.Type
-}
-
 // authenticate returns the plaintext event after checking what the configuration allows:
 // with an encrypt key, the body must be encrypted with it and carry a valid signature (Lark
 // does not sign the URL-verification challenge, which the verification token then covers);
 // with a verification token, the token inside the event must match. It returns the plaintext
 // parsed into env too: the event is parsed once here, not again by the caller.
-func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, env envelope, reason string, err error) {
+func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, f *frame, reason string, err error) {
 	plain = body
 	signed := false
 	if in.cfg.EncryptKey != "" {
-		var outer struct {
-			Encrypt string `json:"encrypt"`
-		}
-		if json.Unmarshal(body, &outer) != nil || outer.Encrypt == "" {
-			return nil, env, "not_encrypted", errors.New("body is not encrypted with the encrypt key")
+		enc, ok := encryptedField(body)
+		if !ok {
+			return nil, nil, "not_encrypted", errors.New("body is not encrypted with the encrypt key")
 		}
 		if sig := r.Header.Get(larkevent.EventSignature); sig != "" {
 			want := larkevent.Signature(r.Header.Get(larkevent.EventRequestTimestamp),
 				r.Header.Get(larkevent.EventRequestNonce), in.cfg.EncryptKey, string(body))
 			if subtle.ConstantTimeCompare([]byte(sig), []byte(want)) != 1 {
-				return nil, env, "bad_signature", errors.New("signature does not match")
+				return nil, nil, "bad_signature", errors.New("signature does not match")
 			}
 			signed = true
 		}
-		p, err := decryptEvent(outer.Encrypt, in.cfg.EncryptKey)
+		p, err := openEvent(enc, in.block)
 		if err != nil {
-			return nil, env, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
+			return nil, nil, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
 		}
 		plain = p
 	}
-	if err := json.Unmarshal(plain, &env); err != nil {
+	f, err = decodeFrame(plain)
+	if err != nil {
 		// What a wrong key decrypts to is rarely JSON: that is a key mismatch, not a bad event.
 		var syntax *json.SyntaxError
 		if in.cfg.EncryptKey != "" && errors.As(err, &syntax) {
-			return nil, env, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
+			return nil, nil, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
 		}
-		if signed {
-			return nil, env, "malformed", fmt.Errorf("%w: %v", errVerifiedMalformed, err)
+		// An event whose fields have the wrong types is still Lark's when it is signed, or when
+		// its envelope alone decodes and carries the verification token.
+		if signed || in.cfg.EncryptKey == "" && in.envelopeVerified(plain) {
+			return nil, nil, "malformed", fmt.Errorf("%w: %v", errVerifiedMalformed, err)
 		}
-		return nil, env, "malformed", errors.New("body is not a JSON event")
+		return nil, nil, "malformed", errors.New("body is not a JSON event")
 	}
-	if in.cfg.EncryptKey != "" && !signed && env.Type != "url_verification" {
-		return nil, env, "bad_signature", errors.New("signature missing")
+	if in.cfg.EncryptKey != "" && !signed && f.Type != "url_verification" {
+		return nil, nil, "bad_signature", errors.New("signature missing")
 	}
 	if in.cfg.VerificationToken != "" {
-		tok := env.Token
-		if env.Header != nil {
-			tok = env.Header.Token
+		if subtle.ConstantTimeCompare([]byte(f.token()), []byte(in.cfg.VerificationToken)) != 1 {
+			return nil, nil, "bad_token", errors.New("verification token does not match")
 		}
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(in.cfg.VerificationToken)) != 1 {
-			return nil, env, "bad_token", errors.New("verification token does not match")
-		}
-	} else if env.Type == "url_verification" && !signed {
+	} else if f.Type == "url_verification" && !signed {
 		// Nothing vouches for an unsigned challenge without a token; refuse rather than echo.
-		return nil, env, "bad_token", errors.New("no verification token configured for the URL challenge")
+		return nil, nil, "bad_token", errors.New("no verification token configured for the URL challenge")
 	}
-	return plain, env, "", nil
+	return plain, f, "", nil
+}
+
+// envelopeVerified reports whether plain's envelope (its header alone) decodes and carries
+// the verification token.
+func (in *Intake) envelopeVerified(plain []byte) bool {
+	if in.cfg.VerificationToken == "" {
+		return false
+	}
+	var env struct {
+		Token  string       `json:"token"`
+		Header *frameHeader `json:"header"`
+	}
+	if json.Unmarshal(plain, &env) != nil {
+		return false
+	}
+	tok := env.Token
+	if env.Header != nil {
+		tok = env.Header.Token
+	}
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(in.cfg.VerificationToken)) == 1
+}
+
+// encryptedField is the "encrypt" member of an encrypted callback's body. Lark sends exactly
+// {"encrypt":"<base64>"}, read here without a JSON decode; any other shape is decoded.
+func encryptedField(body []byte) (string, bool) {
+	b := bytes.TrimSpace(body)
+	const pre, post = `{"encrypt":"`, `"}`
+	if bytes.HasPrefix(b, []byte(pre)) && bytes.HasSuffix(b, []byte(post)) {
+		v := b[len(pre) : len(b)-len(post)]
+		if len(v) > 0 && bytes.IndexAny(v, `"\`) < 0 {
+			return string(v), true
+		}
+	}
+	var outer struct {
+		Encrypt string `json:"encrypt"`
+	}
+	if json.Unmarshal(body, &outer) != nil || outer.Encrypt == "" {
+		return "", false
+	}
+	return outer.Encrypt, true
 }
 
 // checkFresh refuses a callback whose X-Lark-Request-Timestamp lies outside the window
@@ -275,23 +288,31 @@ func (s sdkLogger) Error(ctx context.Context, args ...any) {
 
 var _ larkcore.Logger = sdkLogger{}
 
-// decryptEvent opens Lark's {"encrypt": …} envelope: base64 of a 16-byte IV and the event
-// JSON, AES-256-CBC under sha256(encrypt key). Like the SDK's EventDecrypt it keeps what lies
-// between the first "{" and the last "}" (the padding); unlike it, it never panics: with a
-// wrong key or forged bytes the SDK sliced past its buffer when the last "}" came before the
-// first "{", which an unsigned request could trigger.
+// eventCipher is the AES-256 block of Lark's encrypt key (the key's SHA-256), made once per
+// intake.
+func eventCipher(key string) (cipher.Block, error) {
+	k := sha256.Sum256([]byte(key))
+	return aes.NewCipher(k[:])
+}
+
+// decryptEvent opens Lark's {"encrypt": …} envelope with key.
 func decryptEvent(encrypted, key string) ([]byte, error) {
+	block, err := eventCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("decrypt event: %w", err)
+	}
+	return openEvent(encrypted, block)
+}
+
+// openEvent decrypts an encrypted event with block: base64 of a 16-byte IV and the event
+// encrypted with AES-256-CBC, padded; the JSON object inside is returned.
+func openEvent(encrypted string, block cipher.Block) ([]byte, error) {
 	buf, err := base64.StdEncoding.DecodeString(encrypted)
 	if err != nil {
 		return nil, fmt.Errorf("decode encrypted event: %w", err)
 	}
 	if len(buf) < 2*aes.BlockSize || len(buf)%aes.BlockSize != 0 {
 		return nil, fmt.Errorf("encrypted event is %d bytes, not an IV and whole AES blocks", len(buf))
-	}
-	k := sha256.Sum256([]byte(key))
-	block, err := aes.NewCipher(k[:])
-	if err != nil {
-		return nil, fmt.Errorf("decrypt event: %w", err)
 	}
 	plain := buf[aes.BlockSize:]
 	cipher.NewCBCDecrypter(block, buf[:aes.BlockSize]).CryptBlocks(plain, plain)

@@ -2,11 +2,11 @@ package bot
 
 import (
 	"context"
+	"crypto/cipher"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -14,7 +14,6 @@ import (
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher/callback"
-	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"loopx/router"
 )
@@ -53,6 +52,7 @@ type Intake struct {
 	maxAge  time.Duration
 	wsOpts  WSOptions
 	disp    *dispatcher.EventDispatcher
+	block   cipher.Block // the encrypt key's AES block; nil without an encrypt key
 
 	connected    atomic.Bool
 	lastActivity atomic.Int64 // unix nanos of the last WS event or (re)connect
@@ -105,11 +105,18 @@ func NewIntake(cfg Config, h EventHandler, opts IntakeOptions) (*Intake, error) 
 	if in.timeout <= 0 {
 		in.timeout = 2500 * time.Millisecond
 	}
+	if cfg.EncryptKey != "" {
+		b, err := eventCipher(cfg.EncryptKey)
+		if err != nil {
+			return nil, fmt.Errorf("create intake: %w", err)
+		}
+		in.block = b
+	}
 	// The dispatcher only routes: HTTP authentication is done by our own handler (the SDK skips
 	// the token check without an encrypt key), and the WS path carries neither.
 	d := dispatcher.NewEventDispatcher("", "")
 	d.InitConfig(larkevent.WithLogger(sdkLogger{in.log}))
-	d.OnP2MessageReceiveV1(in.onMessage)
+	d.OnCustomizedEvent(eventMessage, in.onWSMessage)
 	d.OnP2CardActionTrigger(in.onCardAction)
 	for _, t := range ignoredEvents() {
 		d.OnCustomizedEvent(t, in.onIgnored(t))
@@ -151,11 +158,27 @@ func (in *Intake) onIgnored(eventType string) func(context.Context, *larkevent.E
 	}
 }
 
-func (in *Intake) onMessage(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
+// onWSMessage handles a message event of the long connection: its raw payload is decoded
+// once, like an HTTP callback's.
+func (in *Intake) onWSMessage(ctx context.Context, req *larkevent.EventReq) error {
+	f, err := decodeFrame(req.Body)
+	if err != nil {
+		in.m.eventsReceived.WithLabelValues(transportOf(ctx), "message").Inc()
+		in.m.eventsRejected.WithLabelValues(transportOf(ctx), "malformed").Inc()
+		in.log.WarnContext(ctx, "lark event dropped: its fields do not have the types Lark sends", "kind", "message", "err", err)
+		return nil
+	}
+	return in.onMessage(ctx, f)
+}
+
+// onMessage hands a decoded message event to the router. A payload it cannot read, or one
+// the router says can never be handled, is acknowledged and counted (redelivery would not
+// help); a failure to handle it is returned, so Lark redelivers.
+func (in *Intake) onMessage(ctx context.Context, f *frame) error {
 	tr := transportOf(ctx)
 	in.touch()
 	in.m.eventsReceived.WithLabelValues(tr, "message").Inc()
-	msg, err := convertMessage(ev)
+	msg, err := f.message()
 	if err != nil {
 		// A payload we cannot read will not improve on redelivery: acknowledge and drop it.
 		in.m.eventsRejected.WithLabelValues(tr, "malformed").Inc()
@@ -232,66 +255,6 @@ func str(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-// convertMessage turns the SDK event into the router's message: plain text for text and post
-// messages (post flattened to its text runs), mentions as placeholders plus a list, and bot
-// senders marked.
-func convertMessage(ev *larkim.P2MessageReceiveV1) (router.Message, error) {
-	if ev == nil || ev.Event == nil || ev.Event.Message == nil {
-		return router.Message{}, errors.New("event has no message")
-	}
-	var m router.Message
-	if ev.EventV2Base != nil && ev.EventV2Base.Header != nil {
-		m.EventID = ev.EventV2Base.Header.EventID
-	}
-	msg := ev.Event.Message
-	m.MessageID = str(msg.MessageId)
-	if m.EventID == "" {
-		// Lark's docs name message_id as the stable key when event ids differ between pushes.
-		m.EventID = "msg:" + m.MessageID
-	}
-	if m.MessageID == "" {
-		return router.Message{}, errors.New("message_id is empty")
-	}
-	m.ChatID = str(msg.ChatId)
-	m.ChatType = router.ChatType(str(msg.ChatType))
-	m.RootID = str(msg.RootId)
-	m.ParentID = str(msg.ParentId)
-	m.ThreadID = str(msg.ThreadId)
-	if ms, err := strconv.ParseInt(str(msg.CreateTime), 10, 64); err == nil {
-		m.At = time.UnixMilli(ms).UTC()
-	}
-	if s := ev.Event.Sender; s != nil {
-		if s.SenderId != nil {
-			m.SenderID = str(s.SenderId.OpenId)
-		}
-		st := str(s.SenderType)
-		m.SenderIsBot = st == "app" || st == "bot"
-	}
-	for _, mn := range msg.Mentions {
-		if mn == nil {
-			continue
-		}
-		x := router.Mention{Key: str(mn.Key), Name: str(mn.Name)}
-		if mn.Id != nil {
-			x.OpenID = str(mn.Id.OpenId)
-		}
-		m.Mentions = append(m.Mentions, x)
-	}
-	text, err := contentText(str(msg.MessageType), str(msg.Content))
-	if err != nil {
-		return router.Message{}, fmt.Errorf("read content of %s: %w", m.MessageID, err)
-	}
-	m.Text = text
-	files, err := messageFiles(str(msg.MessageType), str(msg.Content))
-	if err != nil {
-		return router.Message{}, fmt.Errorf("read files of %s: %w", m.MessageID, err)
-	}
-	for _, f := range files {
-		m.Files = append(m.Files, router.File{Key: f.Key, Kind: f.Kind, Name: f.Name})
-	}
-	return m, nil
 }
 
 // contentText extracts the text a person typed. Other message types (images, files, stickers)
