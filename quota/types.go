@@ -131,3 +131,27 @@ type ShouldRunParams struct {
 	TodoID int64
 	Meta   store.Meta
 }
+
+// Summary is what a tick row keeps of a should-run answer: enough for a person to see why a
+// heartbeat ran or skipped (the run index, the workspace), a tenth of the whole answer's size.
+// The whole answer is the heartbeat receipt's, kept its own (shorter) while.
+//
+// The tick row's own columns say the rest: its outcome (ran, due: the answer was run;
+// skipped) and its reason (the effective action of a run, the state of a skip).
+type Summary struct {
+	State           string     `json:"state"`
+	Reason          string     `json:"reason"`
+	TodoID          int64      `json:"todo_id,omitempty"`
+	IntervalMinutes int        `json:"interval_minutes,omitempty"`
+	NextEligibleAt  *time.Time `json:"next_eligible_at,omitempty"`
+}
+
+// Summary summarises d for a tick row.
+func (d Decision) Summary() Summary {
+	s := Summary{State: d.State, Reason: d.Reason, IntervalMinutes: d.SchedulerHint.IntervalMinutes,
+		NextEligibleAt: d.Quota.NextEligibleAt}
+	if d.SelectedTodo != nil {
+		s.TodoID = d.SelectedTodo.ID
+	}
+	return s
+}

@@ -507,7 +507,7 @@ func (s *Scheduler) settleHeartbeat(w *fired, tick *store.Tick) (time.Duration, 
 		return 0, false
 	}
 	d := w.decision
-	tick.Decision, _ = json.Marshal(d)
+	tick.Decision, _ = json.Marshal(d.Summary())
 	_, woken := s.cfg.Runners[sc.Runner]
 	switch {
 	case d.Decision == "run" && d.Turn != nil && woken:

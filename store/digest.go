@@ -82,7 +82,7 @@ func ReadDigestFacts(ctx context.Context, db DB, goalID string, from, to time.Ti
 		(SELECT count(*) FROM turn WHERE goal_id = g.id AND started_at >= $2 AND started_at < $3),
 		(SELECT count(*) FROM turn WHERE goal_id = g.id AND started_at >= $2 AND started_at < $3 AND state = 'ok'),
 		(SELECT count(*) FROM turn WHERE goal_id = g.id AND started_at >= $2 AND started_at < $3 AND state IN ('failed', 'abandoned')),
-		(SELECT count(*) FROM tick WHERE goal_id = g.id AND fire_at >= $2 AND fire_at < $3 AND outcome = 'missed'),
+		(SELECT count(*) FROM tick WHERE schedule_id IN (SELECT id FROM schedule WHERE goal_id = g.id) AND fire_at >= $2 AND fire_at < $3 AND outcome = 'missed'),
 		(SELECT coalesce(sum(CASE kind WHEN 'slot_spent' THEN slots ELSE -slots END), 0) FROM quota_ledger
 		  WHERE goal_id = g.id AND kind IN ('slot_spent', 'slot_voided') AND created_at >= $2 AND created_at < $3),
 		(SELECT coalesce(sum(CASE kind WHEN 'slot_spent' THEN slots ELSE -slots END), 0) FROM quota_ledger

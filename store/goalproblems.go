@@ -31,10 +31,10 @@ SELECT
   (SELECT coalesce(json_agg(f ORDER BY f.id DESC), '[]') FROM (
      SELECT id, kind, receive_id, last_code AS code, last_error AS error, attempts, created_at
      FROM outbox WHERE state = 'failed' AND goal_id = $1 ORDER BY id DESC LIMIT $3) f),
-  (SELECT count(*) FROM tick WHERE goal_id = $1 AND outcome = 'missed' AND fire_at >= $2),
+  (SELECT count(*) FROM tick WHERE schedule_id IN (SELECT id FROM schedule WHERE goal_id = $1) AND outcome = 'missed' AND fire_at >= $2),
   (SELECT coalesce(json_agg(m ORDER BY m.fire_at DESC, m.id DESC), '[]') FROM (
      SELECT id, schedule_id, agent_id, kind, fire_at, run_at, reason, replica, decided_at
-     FROM tick WHERE goal_id = $1 AND outcome = 'missed' AND fire_at >= $2
+     FROM tick WHERE schedule_id IN (SELECT id FROM schedule WHERE goal_id = $1) AND outcome = 'missed' AND fire_at >= $2
      ORDER BY fire_at DESC, id DESC LIMIT $3) m)`,
 		goalID, since, limit).Scan(&p.FailureTotal, &failed, &p.MissedTotal, &missed)
 	if err != nil {

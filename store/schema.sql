@@ -1088,9 +1088,7 @@ CREATE INDEX schedule_due ON public.schedule USING btree (next_run_at) WHERE (en
 
 CREATE INDEX schedule_rearm ON public.schedule USING btree (id) WHERE (rearm AND enabled);
 
-CREATE INDEX tick_age ON public.tick USING btree (fire_at);
-
-CREATE INDEX tick_goal ON public.tick USING btree (goal_id, fire_at);
+CREATE INDEX tick_age ON public.tick USING brin (fire_at);
 
 CREATE INDEX todo_blocked ON public.todo USING btree (goal_id) WHERE (status = 'blocked'::text);
 

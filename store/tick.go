@@ -29,7 +29,7 @@ type Tick struct {
 	Outcome    string // TickRan, TickDue, TickSkipped, TickMissed
 	Reason     string
 	CatchUp    bool
-	Decision   json.RawMessage // the should-run answer; {} when none was asked
+	Decision   json.RawMessage // the should-run answer's summary (quota.Summary); {} when none was asked
 	TurnID     int64           // 0: no turn
 	NextFireAt time.Time       // the fire planned after this one; zero when held or disabled
 	Replica    string
@@ -95,7 +95,7 @@ func (s *Store) ListTicks(ctx context.Context, p TicksParams) ([]Tick, error) {
 		p.Limit = 100
 	}
 	rows, err := s.DB().Query(ctx, `SELECT `+tickCols+` FROM tick
-		WHERE goal_id = $1 AND ($2::timestamptz IS NULL OR fire_at >= $2)
+		WHERE schedule_id IN (SELECT id FROM schedule WHERE goal_id = $1) AND ($2::timestamptz IS NULL OR fire_at >= $2)
 		  AND ($3::timestamptz IS NULL OR fire_at < $3) AND ($4 = '' OR outcome = $4)
 		ORDER BY fire_at DESC, id DESC LIMIT $5`,
 		p.GoalID, nullTime(p.Since), nullTime(p.Until), p.Outcome, p.Limit)
@@ -133,7 +133,7 @@ type TickCount struct {
 // (for /status and digests).
 func CountTicks(ctx context.Context, db DB, goalID string, since, until time.Time) ([]TickCount, error) {
 	rows, err := db.Query(ctx, `SELECT kind, outcome, reason, count(*) FROM tick
-		WHERE goal_id = $1 AND fire_at >= $2 AND fire_at < $3
+		WHERE schedule_id IN (SELECT id FROM schedule WHERE goal_id = $1) AND fire_at >= $2 AND fire_at < $3
 		GROUP BY kind, outcome, reason ORDER BY kind, outcome, count(*) DESC, reason`, goalID, since, until)
 	if err != nil {
 		return nil, fmt.Errorf("count ticks: %w", mapErr(err))
@@ -170,7 +170,7 @@ func (s *Store) ReadTickStatus(ctx context.Context, goalID string, now time.Time
 		return st, err
 	}
 	if err := s.DB().QueryRow(ctx, `SELECT count(*) FROM tick
-		WHERE goal_id = $1 AND outcome = 'missed' AND fire_at >= $2`, goalID, now.Add(-24*time.Hour)).Scan(&st.Missed24h); err != nil {
+		WHERE schedule_id IN (SELECT id FROM schedule WHERE goal_id = $1) AND outcome = 'missed' AND fire_at >= $2`, goalID, now.Add(-24*time.Hour)).Scan(&st.Missed24h); err != nil {
 		return st, fmt.Errorf("count missed ticks: %w", mapErr(err))
 	}
 	last, err := s.ListTicks(ctx, TicksParams{GoalID: goalID, Limit: 1})
@@ -190,12 +190,13 @@ func (s *Store) ReadTickStatus(ctx context.Context, goalID string, now time.Time
 	return st, nil
 }
 
-// PruneTicks deletes up to limit tick rows fired before `before`, oldest first, and returns
+// PruneTicks deletes up to limit tick rows fired before `before` (found through the BRIN
+// index on fire_at, in no particular order: all of them go) and returns
 // how many it deleted. Digests read ticks of their window only, so a retention longer than
 // the longest report window loses nothing they show.
 func (s *Store) PruneTicks(ctx context.Context, before time.Time, limit int) (int64, error) {
 	tag, err := s.DB().Exec(ctx, `DELETE FROM tick WHERE id IN (
-		SELECT id FROM tick WHERE fire_at < $1 ORDER BY fire_at LIMIT $2)`, before, limit)
+		SELECT id FROM tick WHERE fire_at < $1 LIMIT $2)`, before, limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune ticks: %w", mapErr(err))
 	}

@@ -446,7 +446,7 @@ func ReadGoalPage(ctx context.Context, db DB, g Goal, now time.Time) (GoalPage, 
 	if p.Turns, err = collect(rows, "read turns", scanTurn); err != nil {
 		return GoalPage{}, err
 	}
-	if rows, err = q("read skips", `SELECT `+tickCols+` FROM tick WHERE goal_id = $1 AND outcome <> 'ran' ORDER BY fire_at DESC LIMIT 30`, g.ID); err != nil {
+	if rows, err = q("read skips", `SELECT `+tickCols+` FROM tick WHERE schedule_id IN (SELECT id FROM schedule WHERE goal_id = $1) AND outcome <> 'ran' ORDER BY fire_at DESC LIMIT 30`, g.ID); err != nil {
 		return GoalPage{}, err
 	}
 	if p.Skips, err = collect(rows, "read skips", func(r pgx.Row) (Tick, error) {

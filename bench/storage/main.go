@@ -194,7 +194,8 @@ func seed(ctx context.Context, db store.DB, goals int) error {
 
 // payloads are the product's own documents, at their real sizes.
 type payloads struct {
-	decision  string // a should-run answer, as a tick row and a heartbeat receipt hold it
+	decision  string // a should-run answer, as a heartbeat receipt holds it
+	tick      string // its summary, as a tick row holds it (quota.Summary)
 	detail    string // a tick_decision ledger row's detail
 	logTail   string // the end of an agent's output
 	reply     string // an agent's answer in the chat
@@ -214,6 +215,7 @@ func samplePayloads() (payloads, error) {
 	if err != nil {
 		return payloads{}, err
 	}
+	tick, _ := json.Marshal(d.Summary())
 	detail, _ := json.Marshal(map[string]any{"decision": d.Decision, "state": d.State, "reason": d.Reason,
 		"effective_action": d.EffectiveAction, "turn_instance_id": "tick-123456-1767258000", "hint": d.SchedulerHint.Action,
 		"interval_minutes": d.SchedulerHint.IntervalMinutes})
@@ -221,6 +223,7 @@ func samplePayloads() (payloads, error) {
 		"agent_id": "a1", "kind": "slot_spent", "turn_id": 1234567, "todo_id": 1, "slots": 1}, "spent_slots": 3})
 	return payloads{
 		decision:  string(dec),
+		tick:      string(tick),
 		detail:    string(detail),
 		logTail:   strings.Repeat("go test ./... ok; wrote docs/release-notes.md; ", 20),
 		reply:     "Done: the release notes now cover the three features and two fixes merged today.",
@@ -245,7 +248,7 @@ func writeDay(ctx context.Context, db store.DB, d int, dayStart time.Time, p pay
 		{"ticks", `INSERT INTO tick (schedule_id, goal_id, agent_id, kind, fire_at, run_at, outcome, reason, decision, decided_at, next_fire_at, replica)
 			SELECT s.id, s.goal_id, s.agent_id, 'heartbeat', ` + fire + `, ` + fire + `, 'skipped', 'idle', $2::jsonb,
 			       ` + fire + `, ` + fire + ` + interval '2 hours', 'r1'
-			FROM schedule s, generate_series(1, ` + fmt.Sprint(firesPerDay) + `) k WHERE s.kind = 'heartbeat'`, []any{ds, p.decision}},
+			FROM schedule s, generate_series(1, ` + fmt.Sprint(firesPerDay) + `) k WHERE s.kind = 'heartbeat'`, []any{ds, p.tick}},
 		{"decisions", `INSERT INTO quota_ledger (goal_id, agent_id, kind, detail, created_at)
 			SELECT g.id, 'a1', 'tick_decision', $2::jsonb, ` + fire + ` FROM goal g, generate_series(1, ` + fmt.Sprint(firesPerDay) + `) k`,
 			[]any{ds, p.detail}},
