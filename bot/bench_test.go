@@ -44,7 +44,7 @@ import (
 // beside pgbench committing the same rows at the same rate. Events go through the real router to
 // benchGoals bound goals; LOOPX_BENCH_HANDLER=standin uses the lighter test stand-in, =noop
 // the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
-// results table; LOOPX_BENCH_SENDERS=1,8 runs only those phases; BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost.
+// results table; LOOPX_BENCH_SENDERS=1,8 runs only those phases; LOOPX_BENCH_EVENTS=n sends n events per sender (default 400; past the inbox bound of the bench goals events become refusals); BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost.
 //
 // LOOPX_BENCH_SERVE=<absolute path to a loopx binary> pushes the same events to a real
 // `loopx serve` child (HTTP transport, Lark sandbox in this process for the tenant token, bot
@@ -170,10 +170,16 @@ func TestIngestBenchmark(t *testing.T) {
 			phases = append(phases, c)
 		}
 	}
+	perSender := 400 // LOOPX_BENCH_EVENTS: events per sender, for a longer phase to profile
+	if v := os.Getenv("LOOPX_BENCH_EVENTS"); v != "" {
+		var err error
+		perSender, err = strconv.Atoi(v)
+		require.NoError(t, err, "LOOPX_BENCH_EVENTS")
+	}
 	for _, c := range phases {
-		n := 400 * c
+		n := perSender * c
 		if c == 32 {
-			n = 6400
+			n = min(n, 6400)
 		}
 		reqs := make([]*http.Request, n)
 		for i := range reqs {
