@@ -175,3 +175,55 @@ func (pc ProposalCards) Post(ctx context.Context, db store.DB, lang string, p st
 	}
 	return store.AddProposalCard(ctx, db, p.ID, id)
 }
+
+// Announce posts p's preview card to every chat its goal is bound to (in each chat's
+// language), or, when it is bound nowhere, to each owner in a direct message, and records
+// them as the proposal's cards: how a proposal LoopX makes itself reaches the people who
+// confirm it. It is the change kernel's change.AnnounceFunc.
+func (pc ProposalCards) Announce(ctx context.Context, db store.DB, p store.Proposal) error {
+	goal, err := store.GetGoal(ctx, db, p.GoalID)
+	if err != nil {
+		return fmt.Errorf("announce proposal: %w", err)
+	}
+	binds, err := store.ListGoalBindings(ctx, db, p.GoalID)
+	if err != nil {
+		return fmt.Errorf("announce proposal: %w", err)
+	}
+	post := func(lang, idType, to, replyTo string) error {
+		r, err := pc.Card(lang, p, p.CreatedAt)
+		if err != nil {
+			return err
+		}
+		id, _, err := store.InsertOutbox(ctx, db, store.OutboxInsert{
+			DedupeKey: store.ProposalCardKey(p.ID, to), Kind: r.Kind, ReceiveIDType: idType, ReceiveID: to,
+			ReplyTo: replyTo, ReplyInThread: replyTo != "", Content: r.Content, GoalID: p.GoalID,
+		})
+		if err != nil || r.Kind != templates.KindCard {
+			return err
+		}
+		return store.AddProposalCard(ctx, db, p.ID, id)
+	}
+	seen := map[string]bool{}
+	for _, b := range binds { // whole-chat bindings sort first: one card per chat
+		if seen[b.ChatID] {
+			continue
+		}
+		seen[b.ChatID] = true
+		lang, err := ChatLang(ctx, db, b.ChatID, goal, pc.defaultLang)
+		if err != nil {
+			return err
+		}
+		if err := post(lang, "chat_id", b.ChatID, b.ThreadRoot); err != nil {
+			return err
+		}
+	}
+	if len(seen) > 0 {
+		return nil
+	}
+	for _, owner := range goal.Owners {
+		if err := post(GoalLang(goal, pc.defaultLang), "open_id", owner, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}

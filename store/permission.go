@@ -34,10 +34,6 @@ const (
 	PermitDeny  = "deny"
 )
 
-// DefaultPermissionTimeout is how long a permission gate waits for an owner when the goal
-// sets nothing.
-const DefaultPermissionTimeout = 10 * time.Minute
-
 // PermissionRequest is what a host asks to run, as the card shows it.
 type PermissionRequest struct {
 	Host    string `json:"host"`    // claude-code, codex
@@ -69,16 +65,21 @@ type PermissionAnswer struct {
 
 // PermissionPolicy is a goal's rules for permission requests.
 type PermissionPolicy struct {
-	GoalID         string   `json:"goal_id"`
-	TimeoutSeconds int      `json:"timeout_seconds"`
-	AllowTools     []string `json:"allow_tools"`
-	DenyTools      []string `json:"deny_tools"`
+	GoalID         string `json:"goal_id"`
+	TimeoutSeconds int    `json:"timeout_seconds"`
+	// TimeoutSet: the goal set its own limit; otherwise it follows the machine default
+	// (MachineDefaults.PermissionTimeoutSeconds).
+	TimeoutSet bool     `json:"timeout_set"`
+	AllowTools []string `json:"allow_tools"`
+	DenyTools  []string `json:"deny_tools"`
 }
 
 // SetPermissionPolicyParams sets a goal's policy; nil fields keep their value.
 type SetPermissionPolicyParams struct {
 	GoalID         string
 	TimeoutSeconds *int
+	// TimeoutDefault puts the limit back to the machine default.
+	TimeoutDefault bool
 	AllowTools     *[]string
 	DenyTools      *[]string
 	Meta           Meta `json:"-"`
@@ -261,11 +262,16 @@ func (s *Store) GetPermissionPolicy(ctx context.Context, goalID string) (Permiss
 }
 
 func getPermissionPolicy(ctx context.Context, db DB, goalID string) (PermissionPolicy, error) {
-	p := PermissionPolicy{GoalID: goalID, TimeoutSeconds: int(DefaultPermissionTimeout / time.Second), AllowTools: []string{}, DenyTools: []string{}}
-	err := db.QueryRow(ctx, `SELECT timeout_seconds, allow_tools, deny_tools FROM permission_policy WHERE goal_id = $1`, goalID).
-		Scan(&p.TimeoutSeconds, &p.AllowTools, &p.DenyTools)
+	p := PermissionPolicy{GoalID: goalID, AllowTools: []string{}, DenyTools: []string{}}
+	err := db.QueryRow(ctx, `SELECT CASE WHEN coalesce(pp.timeout_set, false) THEN pp.timeout_seconds ELSE d.permission_timeout_seconds END,
+			coalesce(pp.timeout_set, false), coalesce(pp.allow_tools, '{}'), coalesce(pp.deny_tools, '{}')
+		FROM machine_defaults d LEFT JOIN permission_policy pp ON pp.goal_id = $1`, goalID).
+		Scan(&p.TimeoutSeconds, &p.TimeoutSet, &p.AllowTools, &p.DenyTools)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("read permission policy: %w", mapErr(err))
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		p.TimeoutSeconds = BuiltinDefaults().PermissionTimeoutSeconds
 	}
 	return p, nil
 }
@@ -312,7 +318,14 @@ func (s *Store) SetPermissionPolicy(ctx context.Context, p SetPermissionPolicyPa
 		}
 		after := before
 		if p.TimeoutSeconds != nil {
-			after.TimeoutSeconds = *p.TimeoutSeconds
+			after.TimeoutSeconds, after.TimeoutSet = *p.TimeoutSeconds, true
+		}
+		if p.TimeoutDefault {
+			d, err := GetMachineDefaults(ctx, tx)
+			if err != nil {
+				return PermissionPolicy{}, Audit{}, err
+			}
+			after.TimeoutSeconds, after.TimeoutSet = d.PermissionTimeoutSeconds, false
 		}
 		if p.AllowTools != nil {
 			after.AllowTools = *p.AllowTools
@@ -321,10 +334,11 @@ func (s *Store) SetPermissionPolicy(ctx context.Context, p SetPermissionPolicyPa
 			after.DenyTools = *p.DenyTools
 		}
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO permission_policy (goal_id, timeout_seconds, allow_tools, deny_tools, updated_at)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (goal_id) DO UPDATE SET timeout_seconds = $2, allow_tools = $3, deny_tools = $4, updated_at = $5`,
-			p.GoalID, after.TimeoutSeconds, after.AllowTools, after.DenyTools, now); err != nil {
+			INSERT INTO permission_policy (goal_id, timeout_seconds, allow_tools, deny_tools, updated_at, timeout_set)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (goal_id) DO UPDATE SET timeout_seconds = $2, allow_tools = $3, deny_tools = $4, updated_at = $5,
+			       timeout_set = $6`,
+			p.GoalID, after.TimeoutSeconds, after.AllowTools, after.DenyTools, now, after.TimeoutSet); err != nil {
 			return PermissionPolicy{}, Audit{}, fmt.Errorf("write permission policy: %w", mapErr(err))
 		}
 		return after, Audit{GoalID: p.GoalID, Target: GoalTarget(p.GoalID),
