@@ -103,6 +103,14 @@ func (pc ProposalCards) what(lang string, p store.Proposal) string {
 		return pc.tpl.Word(lang, "proposal.goal_resume")
 	case store.ProposalAgentSet:
 		return pc.tpl.Word(lang, "proposal.agent_set", p.AgentID)
+	case store.ProposalGoalDone:
+		return pc.tpl.Word(lang, "proposal.goal_done")
+	case store.ProposalGoalReopen:
+		return pc.tpl.Word(lang, "proposal.goal_reopen")
+	case store.ProposalGoalReplan:
+		return pc.tpl.Word(lang, "proposal.goal_replan")
+	case store.ProposalDefaultsSet:
+		return pc.tpl.Word(lang, "proposal.defaults_set")
 	}
 	return pc.tpl.Word(lang, "proposal.goal_set")
 }

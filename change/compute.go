@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -804,6 +805,11 @@ func settingEffects(before, after store.Goal, d store.MachineDefaults) []store.E
 func Words(tpl *templates.Set, lang string, effects []store.Effect) ([]string, error) {
 	out := make([]string, 0, len(effects))
 	for _, e := range effects {
+		if f, ok := e.Args["field"]; ok { // a setting's name, worded in lang
+			args := maps.Clone(e.Args)
+			args["field"] = FieldName(tpl, lang, f)
+			e.Args = args
+		}
 		s, err := tpl.Text(lang, "effect", e)
 		if err != nil {
 			return nil, fmt.Errorf("word effect %s: %w", e.Code, err)

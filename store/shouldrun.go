@@ -104,10 +104,15 @@ SELECT
 	(SELECT coalesce(json_agg(json_build_object('todo_id', id, 'goal_id', goal_id, 'role', role, 'text', text,
 	        'priority', priority, 'status', status, 'claimed_by', coalesce(claimed_by, ''), 'claimed_at', claimed_at,
 	        'lease_expires_at', lease_expires_at, 'created_by', created_by, 'version', version,
-	        'created_at', created_at, 'updated_at', updated_at) ORDER BY priority, id), '[]')
+	        'created_at', created_at, 'updated_at', updated_at, 'criteria', criteria, 'requires', requires,
+	        'criteria_met', CASE WHEN jsonb_array_length(criteria) > 0 THEN (SELECT coalesce(array_agg(DISTINCT m.c), '{}') FROM (
+	            SELECT unnest(e.criteria) c FROM evidence e WHERE e.goal_id = $1 AND e.todo_id = t.id AND cardinality(e.criteria) > 0
+	            UNION SELECT w.criterion FROM criterion_waiver w WHERE w.goal_id = $1 AND w.todo_id = t.id) m) END)
+	        ORDER BY priority, id), '[]')
 	   FROM (SELECT * FROM todo
 	         WHERE goal_id = $1 AND status = 'open' AND role = 'agent'
 	           AND (claimed_by IS NULL OR claimed_by = $2 OR lease_expires_at <= $3::timestamptz)
+	           AND requires <@ (SELECT caps FROM me)
 	         ORDER BY priority, id LIMIT 5) t),
 	(SELECT coalesce(array_agg(DISTINCT gt.id), '{}') FROM gate gt JOIN todo t ON t.id = gt.todo_id
 	   WHERE gt.goal_id = $1 AND gt.status = 'open' AND t.status = 'blocked' AND t.role = 'agent'
