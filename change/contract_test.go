@@ -260,7 +260,7 @@ func TestMachineDefaultsReachTheGoalsThatFollowThem(t *testing.T) {
 	require.Empty(t, p.GoalID)
 	words, err := change.Words(b.tpl, "en", p.Effects)
 	require.NoError(t, err)
-	require.Contains(t, words, "turns per window changes for 1 goal that follow the default: h")
+	require.Contains(t, words, "turns per window changes for 1 goal that follows the default: h")
 	require.Contains(t, words, "window (hours) changes for 2 goals that follow the default: g, h")
 	res, err := b.k.Confirm(ctx, store.Person{Admin: true}, admin, p.ID)
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -248,12 +249,14 @@ func (a *app) permissionsCommand() *cobra.Command {
 	}
 	show.Flags().StringVar(&goal, "goal-id", "", "goal id")
 	var timeout time.Duration
+	var timeoutDefault bool
 	var allow, deny []string
 	set := &cobra.Command{
 		Use:   "set",
 		Short: "Set the goal's permission rules (admin): what is not given stays as it is",
 		Long: `Set how long a permission card waits for an owner before the request is denied (10s to
-24h; default 10m), and the tools run or denied without asking (a name as the host gives it,
+24h; --timeout-default follows the machine default, 10m unless an admin changed it), and the
+tools run or denied without asking (a name as the host gives it,
 such as Bash or mcp__github__create_issue, or a prefix ending in *). A deny rule wins.
 --allow "" (or --deny "") empties the list.`,
 		Example: `  loopx permissions set --goal-id demo --timeout 5m --allow Read --allow "mcp__github__get_*" --deny WebFetch`,
@@ -261,8 +264,15 @@ such as Bash or mcp__github__create_issue, or a prefix ending in *). A deny rule
 		RunE: func(c *cobra.Command, _ []string) error {
 			var b api.PolicyBody
 			if c.Flags().Changed("timeout") {
-				secs := int(timeout / time.Second)
+				secs := api.Setting(strconv.Itoa(int(timeout / time.Second)))
 				b.TimeoutSeconds = &secs
+			}
+			if timeoutDefault {
+				if b.TimeoutSeconds != nil {
+					return usageErr(errors.New("give --timeout or --timeout-default, not both"))
+				}
+				def := api.Setting("default")
+				b.TimeoutSeconds = &def
 			}
 			list := func(v []string) *[]string {
 				out := []string{}
@@ -284,6 +294,7 @@ such as Bash or mcp__github__create_issue, or a prefix ending in *). A deny rule
 	}
 	set.Flags().StringVar(&goal, "goal-id", "", "goal id")
 	set.Flags().DurationVar(&timeout, "timeout", 0, "how long a card waits for an owner (10s to 24h)")
+	set.Flags().BoolVar(&timeoutDefault, "timeout-default", false, "follow the machine default wait again")
 	set.Flags().StringArrayVar(&allow, "allow", nil, "a tool run without asking; repeat")
 	set.Flags().StringArrayVar(&deny, "deny", nil, "a tool denied without asking; repeat")
 	cmd.AddCommand(show, set)
