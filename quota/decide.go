@@ -147,9 +147,10 @@ func Decide(in Input, now time.Time) Decision {
 		d.State, d.EffectiveAction = StateIdle, ActionMonitorOnly
 		d.Reason, d.Message = "monitor_only", "the agent is in monitor-only mode; only inbox replies run"
 		return withHint(d, in, hintQuiet, now)
-	case top == nil && len(in.Continuations) > 0:
-		// A handoff with no todo to work on (a review, a check, a gate's answer) is work too.
-		c := in.Continuations[0]
+	case top == nil && handedOver(in) != nil:
+		// Work handed over by someone else with no todo to work on (a review, a check, a
+		// gate's answer) is work too. A handoff to the agent's own next turn only rides along.
+		c := *handedOver(in)
 		d.State, d.EffectiveAction = StateEligible, ActionContinuation
 		d.Reason = "continuation_pending"
 		d.Message = fmt.Sprintf("handoff %d (%s) waits for this agent", c.ID, c.Kind)
@@ -230,6 +231,17 @@ func contractOf(in Input) *store.Contract {
 	}
 	return &store.Contract{Objective: g.Objective, GoalVersion: g.Version, Scope: g.Scope(),
 		Capabilities: store.ContractGrants{Goal: goalCaps, Agent: caps}, Criteria: cs}
+}
+
+// handedOver is the oldest pending continuation another agent or a person handed this
+// agent, nil when none.
+func handedOver(in Input) *store.Handoff {
+	for i, c := range in.Continuations {
+		if c.From != in.Agent.ID {
+			return &in.Continuations[i]
+		}
+	}
+	return nil
 }
 
 // workComplete: the goal has todos, none is open or blocked, no gate is open and every goal

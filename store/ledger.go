@@ -298,6 +298,16 @@ func (s *Store) RefreshState(ctx context.Context, p RefreshStateParams) (Refresh
 		}
 		out := RefreshResult{LedgerEntry: e}
 		audit := Audit{GoalID: p.GoalID, Target: AgentTarget(p.GoalID, p.AgentID)}
+		if p.Handoff != nil && turnID != 0 {
+			// A turn that ends with its own handoff has read the continuations it was
+			// carrying (those pending when it began): they are acknowledged.
+			if _, err := tx.Exec(ctx, `UPDATE handoff SET acked_at = $3, acked_by = $4
+				WHERE goal_id = $1 AND to_agent = $2 AND acked_at IS NULL
+				  AND created_at <= (SELECT started_at FROM turn WHERE id = $5)`,
+				p.GoalID, p.AgentID, now, p.Meta.Actor, turnID); err != nil {
+				return RefreshResult{}, Audit{}, fmt.Errorf("acknowledge the turn's continuations: %w", mapErr(err))
+			}
+		}
 		if p.Handoff != nil {
 			if turnID != 0 && len(hp.EvidenceIDs) == 0 {
 				if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM evidence WHERE turn_id = $1`, turnID).
