@@ -10,7 +10,7 @@ DIST    ?= dist
 
 ## help: list the targets
 help:
-	@awk -F': ' '/^## /{sub(/^## /,""); split($$0,a,": "); printf "  %-12s %s\n", a[1], substr($$0, length(a[1])+3)}' $(MAKEFILE_LIST)
+	@awk -F': ' '/^## /{sub(/^## /,""); split($$0,a,": "); printf "  %-14s %s\n", a[1], substr($$0, length(a[1])+3)}' $(MAKEFILE_LIST)
 
 ## build: compile bin/loopx
 build:

@@ -84,7 +84,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new workspace: %w", err)
 	}
-	opts.DefaultLang = templates.Lang(cmp.Or(opts.DefaultLang, "en"))
+	opts.DefaultLang = templates.Lang(opts.DefaultLang) // "" and unsupported ones: the default language
 	if opts.SessionTTL == 0 {
 		opts.SessionTTL = 12 * time.Hour
 	}

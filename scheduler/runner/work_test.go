@@ -263,3 +263,34 @@ func TestQuietDigests(t *testing.T) {
 	require.Len(t, res.Outbox, 1)
 	require.Contains(t, res.Message.Content, "Quiet for 2 d before this report")
 }
+
+// Progress notes are what an exec agent printed too, and the progress card shows them to the
+// whole chat: the secrets the runner handed the turn are redacted from them like from its
+// log tail.
+func TestProgressNotesAreRedacted(t *testing.T) {
+	t.Parallel()
+	const key = "sk-live-5d1e0b7a93c24f68"
+	agent := script(t, `echo "::progress:: calling the API with $API_KEY"
+echo "::progress:: as $(printf '%s' "$API_KEY" | base64)"
+echo "::progress:: token $LOOPX_TOKEN"
+echo done`)
+	b := setupWork(t, store.RunnerExec, runner.ExecSettings{Argv: []string{"/bin/sh", agent}, Env: map[string]string{"API_KEY": key}}, nil)
+	b.fire(t)
+	b.sched.Wait()
+	turns := b.turns(t)
+	require.Len(t, turns, 1)
+	rows, err := b.st.DB().Query(t.Context(), `SELECT text FROM turn_note WHERE turn_id = $1 ORDER BY id`, turns[0].id)
+	require.NoError(t, err)
+	var notes []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		notes = append(notes, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"calling the API with " + runner.Redacted, "as " + runner.Redacted, "token " + runner.Redacted}, notes)
+	_, err = b.sched.TurnCards(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, b.count(t, `SELECT count(*) FROM outbox WHERE content LIKE '%' || $1 || '%' OR content LIKE '%lxt\_%'`, key[3:]),
+		"no card shows the key or the turn token")
+}
