@@ -50,7 +50,7 @@ chaos: postgres pgbouncer build
 release:
 	GO=$(GO) DIST=$(DIST) scripts/release.sh
 
-## release-check: the release in dist/ says its version, and its commit built again from an empty cache gives the same bytes
+## release-check: the release in dist/ says its version; its commit built again from an empty cache gives the same bytes, and the whole release again the same SHA256SUMS
 release-check:
 	GO=$(GO) DIST=$(DIST) scripts/release-check.sh
 
