@@ -118,7 +118,7 @@ func TestProtectedCommandsPropose(t *testing.T) {
 		Mentions: []router.Mention{{Key: "@_user_2", OpenID: "ou_ann", Name: "Ann"}}}, true)
 	card = e.outbox()[0].Content
 	require.Contains(t, card, "owners: ou_owner → ou_owner, ou_ann")
-	require.Contains(t, card, "ou_ann may steer, pause, change the budget and answer gates")
+	require.Contains(t, card, "ou_ann may change the goal, pause it and answer its gates")
 	require.True(t, confirmCard(e, card))
 	require.Equal(t, []string{owner, "ou_ann"}, e.goal("docs").Owners)
 

@@ -13,7 +13,8 @@ import (
 )
 
 // The glossary (docs/glossary.md) names the retired words: English texts people read use none
-// of the "retired" block, Chinese texts none of the "retired-in-zh" block. This test reads
+// of the "retired" block, Chinese texts none of the "retired-in-zh" block (English words) nor
+// of the "retired-zh" block (Chinese words the glossary says otherwise). This test reads
 // every text people read: the chat templates, the workspace's pages and both word lists.
 
 func glossaryWords(t *testing.T, block string) *regexp.Regexp {
@@ -85,6 +86,53 @@ func wordValues(t *testing.T, path string) map[string]string {
 		m[k] = commandTok.ReplaceAllString(v, " ")
 	}
 	return m
+}
+
+// retiredChinese matches the Chinese words of a glossary block (no word boundaries in
+// Chinese: any occurrence counts).
+func retiredChinese(t *testing.T, block string) *regexp.Regexp {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "glossary.md"))
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(b), "```"+block+"\n")
+	require.True(t, ok, "docs/glossary.md has no %s block", block)
+	body, _, _ := strings.Cut(rest, "```")
+	var words []string
+	for _, w := range strings.Split(body, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			words = append(words, regexp.QuoteMeta(w))
+		}
+	}
+	require.NotEmpty(t, words)
+	return regexp.MustCompile(strings.Join(words, "|"))
+}
+
+// TestNoRetiredChineseWords: a Chinese text says each thing with the glossary's word (配额,
+// never 额度 or 预算; 待决事项, never 审批).
+func TestNoRetiredChineseWords(t *testing.T) {
+	t.Parallel()
+	retired := retiredChinese(t, "retired-zh")
+	var bad []string
+	files, err := filepath.Glob(filepath.Join("zh", "*.tmpl"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for i, line := range strings.Split(shown(string(b), false), "\n") {
+			if m := retired.FindString(line); m != "" {
+				bad = append(bad, f+":"+itoa(i+1)+": "+m)
+			}
+		}
+	}
+	for _, f := range []string{filepath.Join("zh", "words.json"), filepath.Join("web", "words.zh.json")} {
+		for k, v := range wordValues(t, f) {
+			if m := retired.FindString(v); m != "" {
+				bad = append(bad, f+": "+k+": "+m)
+			}
+		}
+	}
+	require.Empty(t, bad, "retired Chinese words (docs/glossary.md says what to use)")
 }
 
 func TestNoRetiredWords(t *testing.T) {

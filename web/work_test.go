@@ -61,7 +61,7 @@ func TestOwnersRunTheAgentFromThePage(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, a.HeldAt)
 	_, body, _ = ob.get("/web/goals/docs")
-	require.Contains(t, body, "Paused by "+owner)
+	require.Contains(t, body, "Held by "+owner)
 	require.Contains(t, body, `action="`+agentPath+`resume"`)
 	require.NotContains(t, body, `action="`+agentPath+`pause"`)
 
