@@ -178,3 +178,26 @@ func TestNoRetiredWords(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestPagesSayNoWordsOfTheirOwn: the workspace's page templates take every word from the word
+// lists (words.en.json, words.zh.json), so a Chinese page has no English left in it but the
+// names that read the same in both (LoopX, English in the language switch, UTC, SHA-256).
+func TestPagesSayNoWordsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	word := regexp.MustCompile(`[A-Za-z][A-Za-z'’-]+`)
+	same := map[string]bool{"LoopX": true, "English": true, "UTC": true, "SHA-": true}
+	pages, err := filepath.Glob(filepath.Join("web", "*.html"))
+	require.NoError(t, err)
+	require.NotEmpty(t, pages)
+	var bad []string
+	for _, f := range pages {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, w := range word.FindAllString(shown(string(b), true), -1) {
+			if !same[w] {
+				bad = append(bad, f+": "+w)
+			}
+		}
+	}
+	require.Empty(t, bad, "words written in a page template instead of its word lists")
+}
