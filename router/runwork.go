@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -197,14 +196,10 @@ func (h *handling) overview(ctx context.Context, kind string) error {
 		if len(needs) == 0 {
 			needs = append(needs, h.c.tpl.Word(lang, "overview.needs.nothing"))
 		}
-		lines := []string{}
+		lines := []map[string]any{}
 		if kind == "gates" {
 			for _, gt := range gates {
-				who := ""
-				if gt.AgentID != "" {
-					who = " (" + gt.AgentID + ")"
-				}
-				lines = append(lines, fmt.Sprintf("%s%s: %s", cards.ShortGate(gt.ID), who, clip(gt.Question, 100)))
+				lines = append(lines, map[string]any{"Gate": cards.ShortGate(gt.ID), "Agent": gt.AgentID, "Question": clip(gt.Question, 100)})
 			}
 		}
 		rows = append(rows, row{score: score, view: map[string]any{
