@@ -308,7 +308,7 @@ func (s *suite) imageWalkthrough(ctx context.Context, ir *imageRun, r *ImageResu
 		return err
 	}
 	card, err := s.sandboxWait(ctx, sb, sbToken, chat, cursor, func(m sandboxMessage) bool {
-		return m.SenderType == "app" && m.Card != nil && len(m.Card.Buttons) > 0
+		return m.SenderType == "app" && m.Card != nil && len(m.Card.Buttons) > 0 && strings.HasPrefix(m.Card.Title, "Decision needed")
 	})
 	if err != nil {
 		return fmt.Errorf("no gate card in the chat: %w", err)
@@ -466,6 +466,7 @@ type sandboxMessage struct {
 	MsgType    string `json:"msg_type"`
 	Text       string `json:"text"`
 	Card       *struct {
+		Title   string            `json:"title"`
 		Buttons []json.RawMessage `json:"buttons"`
 	} `json:"card"`
 }

@@ -169,9 +169,9 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 	res := scheduler.Result{LogTail: redact(tail.String(), secrets...)}
 	switch {
 	case stop != nil:
-		res.State, res.Outcome = store.TurnStopped, why+"; process group killed"
+		res.State, res.Outcome = store.TurnStopped, why+"; "+store.OutcomeKilled
 	case why != "":
-		res.State, res.Outcome = store.TurnFailed, why+"; process group killed"
+		res.State, res.Outcome = store.TurnFailed, why+"; "+store.OutcomeKilled
 	case err == nil:
 		res.State, res.Outcome = store.TurnOK, "exit 0"
 	default:
