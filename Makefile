@@ -10,7 +10,7 @@ DIST    ?= dist
 
 ## help: list the targets
 help:
-	@awk -F': ' '/^## /{sub(/^## /,""); split($$0,a,": "); printf "  %-12s %s\n", a[1], substr($$0, length(a[1])+3)}' $(MAKEFILE_LIST)
+	@awk -F': ' '/^## /{sub(/^## /,""); split($$0,a,": "); printf "  %-14s %s\n", a[1], substr($$0, length(a[1])+3)}' $(MAKEFILE_LIST)
 
 ## build: compile bin/loopx
 build:
@@ -50,7 +50,7 @@ chaos: postgres pgbouncer build
 release:
 	GO=$(GO) DIST=$(DIST) scripts/release.sh
 
-## release-check: the release in dist/ says its version, and its commit built again from an empty cache gives the same bytes
+## release-check: the release in dist/ says its version; its commit built again from an empty cache gives the same bytes, and the whole release again the same SHA256SUMS
 release-check:
 	GO=$(GO) DIST=$(DIST) scripts/release-check.sh
 

@@ -219,3 +219,36 @@ func TestWrongTypedSignedCallbacksAreAcknowledged(t *testing.T) {
 	require.Zero(t, e.count(`SELECT count(*) FROM lark_event`))
 	require.Zero(t, e.count(`SELECT count(*) FROM outbox`))
 }
+
+// The same message events over the long connection: acknowledged (200), logged and counted,
+// nothing written. (A card callback or an envelope of the wrong shape over the long
+// connection is decoded by the SDK's dispatcher before LoopX sees it, and answered 500 by the
+// SDK with an error line in the log; only Lark writes to the long connection, and Lark never
+// pushes a card callback again.)
+func TestWrongTypedEventsOverTheLongConnectionAreAcknowledged(t *testing.T) {
+	t.Parallel()
+	e := setup(t, bundleOpts{transport: bot.TransportWS, realRouter: true})
+	msg := func(id, message string) string {
+		return `{"schema":"2.0","header":{"event_id":"` + id + `","token":"` + testToken + `","create_time":"1","event_type":"im.message.receive_v1","tenant_key":"t","app_id":"` +
+			e.sb.AppID() + `"},"event":{"sender":{"sender_id":{"open_id":"ou_owner"},"sender_type":"user"},"message":` + message + `}}`
+	}
+	cases := map[string]struct{ body, kind string }{
+		"mentions a string": {msg("ev1", `{"message_id":"om_1","chat_id":"oc_1","chat_type":"group","message_type":"text","content":"{\"text\":\"hi\"}","mentions":"x"}`), "malformed"},
+		"message a string":  {msg("ev2", `"str"`), "malformed"},
+		"chat_id a number":  {msg("ev3", `{"message_id":"om_3","chat_id":7,"chat_type":"group","message_type":"text","content":"{}"}`), "malformed"},
+		"a huge chat_id": {msg("ev4", `{"message_id":"om_4","chat_id":"`+strings.Repeat("c", 300000)+
+			`","chat_type":"p2p","message_type":"text","content":"{\"text\":\"hi\"}"}`), "unusable"},
+	}
+	want := map[string]float64{}
+	for name, c := range cases {
+		ack, err := e.sb.PushWS(t.Context(), "", []byte(c.body))
+		require.NoError(t, err, name)
+		require.Equal(t, http.StatusOK, ack.Code, name)
+		want[c.kind]++
+	}
+	for kind, n := range want {
+		require.Equal(t, n, e.counter("loopx_lark_events_rejected_total", map[string]string{"transport": "ws", "reason": kind}), kind)
+	}
+	require.Zero(t, e.count(`SELECT count(*) FROM lark_event`))
+	require.Zero(t, e.count(`SELECT count(*) FROM outbox`))
+}

@@ -127,6 +127,7 @@ type bundleOpts struct {
 	realRouter bool
 	noKey      bool // HTTP callbacks without an encrypt key (token only)
 	sandbox    sandbox.Options
+	store      store.Options // the store's options (a small file cap, ...)
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -149,7 +150,7 @@ func setup(t *testing.T, o bundleOpts) *testBundle {
 	require.NoError(t, err)
 	sb.Start(t.Context())
 	t.Cleanup(sb.Close)
-	st := storetest.New(t, store.Options{})
+	st := storetest.New(t, o.store)
 	reg := prometheus.NewRegistry()
 	e := &testBundle{t: t, sb: sb, st: st, rt: &testRouter{st: st}, reg: reg, metrics: bot.NewMetrics(reg)}
 	e.h = e.rt

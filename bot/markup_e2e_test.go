@@ -125,19 +125,20 @@ func TestAgentMarkupReachesLarkAsText(t *testing.T) {
 		return e.count(`SELECT count(*) FROM outbox WHERE state <> 'sent'`) == 0
 	}, 60*time.Second, 50*time.Millisecond, "every message reached Lark")
 
+	// Every chat the bot wrote to: the group, and the owner's direct chat (reminders).
 	kinds := map[string]int{}
-	for _, m := range e.sb.Chat(chat).BotMessages() {
-		kinds[m.MsgType]++
-		for _, s := range shownStrings(m.MsgType, m.Content) {
-			rest := ownerAt.ReplaceAllString(s, "")
-			require.Empty(t, e2eTag.FindAllString(rest, -1), "a tag reached Lark in %s message %s: %s", m.MsgType, m.ID, s)
-			require.Empty(t, e2eLink.FindAllString(rest, -1), "a link reached Lark in %s message %s: %s", m.MsgType, m.ID, s)
-		}
-	}
-	// The agent's words are there, inert: the test looked at what it meant to.
 	seen := 0
-	for _, m := range e.sb.Chat(chat).BotMessages() {
-		seen += len(evilTarget.FindAllString(m.Content, -1))
+	for _, c := range e.sb.Chats() {
+		for _, m := range e.sb.Chat(c.ID).BotMessages() {
+			kinds[m.MsgType]++
+			for _, s := range shownStrings(m.MsgType, m.Content) {
+				rest := ownerAt.ReplaceAllString(s, "")
+				require.Empty(t, e2eTag.FindAllString(rest, -1), "a tag reached Lark in %s message %s of %s: %s", m.MsgType, m.ID, c.ID, s)
+				require.Empty(t, e2eLink.FindAllString(rest, -1), "a link reached Lark in %s message %s of %s: %s", m.MsgType, m.ID, c.ID, s)
+			}
+			// The agent's words are there, inert: the test looked at what it meant to.
+			seen += len(evilTarget.FindAllString(m.Content, -1))
+		}
 	}
 	require.Positive(t, seen)
 	require.Equal(t, len(hostile)*2, sent)

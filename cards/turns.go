@@ -73,9 +73,11 @@ type TurnView struct {
 	Elapsed         string
 	Notes           []string
 	State           string
-	Empty           bool // ended ok without evidence or progress
-	Failure         bool // failed, timed out or empty: owners are told, with actions
-	Outcome         string
+	Empty           bool   // ended ok without evidence or progress
+	Failure         bool   // failed, timed out or empty: owners are told, with actions
+	Outcome         string // what the turn said, in words; "" when its state says it all
+	StateWord       string // the state in the reader's language
+	HaltedBy        string // who stopped the turn (a halted turn)
 	Evidence        []EvidenceView
 	LogTail         string
 	LogLabel        string
@@ -112,6 +114,29 @@ func IsFailure(t store.Turn) bool {
 	return false
 }
 
+// Outcome says a turn's outcome for people: who halted it (a stopped turn's "halted by
+// <who>[; detail]") and the rest. The rest is "" when the outcome only named the state
+// (store.OutcomeSpent, or nothing), so the state's own word stands for it; LoopX's own
+// outcomes read in the surface's words: word("killed") for store.OutcomeKilled,
+// word("expired") for store.OutcomeExpired.
+func Outcome(word func(key string) string, state, outcome string) (haltedBy, text string) {
+	text = outcome
+	if state == store.TurnStopped {
+		if rest, ok := strings.CutPrefix(outcome, store.HaltedBy("")); ok {
+			haltedBy, text, _ = strings.Cut(rest, "; ")
+		}
+	}
+	switch text {
+	case store.OutcomeSpent:
+		text = ""
+	case store.OutcomeKilled:
+		text = word("killed")
+	case store.OutcomeExpired:
+		text = word("expired")
+	}
+	return haltedBy, text
+}
+
 // Settlement is what an owner did on a failure card.
 type Settlement struct {
 	Action string // retry | pause
@@ -126,9 +151,10 @@ func (tc TurnCards) View(ctx context.Context, db store.DB, lang string, goal sto
 	v := TurnView{
 		GoalID: t.GoalID, AgentID: t.AgentID, TurnID: t.ID, Short: ShortTurn(t.ID), TodoID: t.TodoID,
 		Live: t.State == store.TurnLive, Started: t.StartedAt.In(loc).Format("15:04"), Zone: zone,
-		State: t.State, Outcome: t.Outcome, Owners: goal.Owners, Notes: []string{}, Evidence: []EvidenceView{},
-		Held: agent.HeldAt != nil && t.State != store.TurnLive,
+		State: t.State, Owners: goal.Owners, Notes: []string{}, Evidence: []EvidenceView{},
+		Held: agent.HeldAt != nil && t.State != store.TurnLive, StateWord: tc.tpl.Word(lang, "turn.state."+t.State),
 	}
+	v.HaltedBy, v.Outcome = Outcome(func(k string) string { return tc.tpl.Word(lang, "turn."+k) }, t.State, t.Outcome)
 	end := now
 	if t.EndedAt != nil {
 		end = *t.EndedAt

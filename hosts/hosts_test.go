@@ -591,3 +591,67 @@ func TestNewHostsFiles(t *testing.T) {
 	require.Contains(t, body, `The user's task: "$ARGUMENTS"`)
 	require.Contains(t, body, "loopx_should_run")
 }
+
+// TestCommittedFilesNameNoMachinePathAndTheMarkerComesLast installs every host at both
+// scopes: no file under the project names this machine's binary (they are usually
+// committed), except Claude Code's settings.local.json, which is personal; and no file an
+// install writes starts with the marker line, which a model would otherwise read first; every
+// file that is not JSON carries it.
+func TestCommittedFilesNameNoMachinePathAndTheMarkerComesLast(t *testing.T) {
+	t.Parallel()
+	for _, host := range hosts.Hosts() {
+		t.Run(host, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			var written []string
+			for _, scope := range []string{hosts.ScopeProject, hosts.ScopeUser} {
+				for _, c := range b.install(t, host, scope).Changes {
+					written = append(written, c.Path)
+				}
+			}
+			require.NotEmpty(t, written)
+			personal := filepath.Join(b.project, ".claude", "settings.local.json")
+			n := 0
+			require.NoError(t, filepath.WalkDir(b.project, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() || p == personal {
+					return err
+				}
+				raw, err := os.ReadFile(p)
+				require.NoError(t, err)
+				require.NotContains(t, string(raw), loopxBin, "%s is usually committed: no path of this machine", p)
+				n++
+				return nil
+			}))
+			require.NotZero(t, n, "the project scope writes into the project")
+			for _, p := range written {
+				raw, err := os.ReadFile(p)
+				require.NoError(t, err)
+				first, _, _ := strings.Cut(string(raw), "\n")
+				require.NotContains(t, first, hosts.Marker, "%s: the marker is not what a reader meets first", p)
+				if filepath.Ext(p) != ".json" { // JSON files are merged member by member, unmarked
+					require.Contains(t, string(raw), hosts.Marker, "%s carries the marker", p)
+				}
+			}
+		})
+	}
+}
+
+// TestStatusSaysMissingOnlyForWhatIsGone: a file the user deleted is missing, one the user
+// edited is changed, never missing.
+func TestStatusSaysMissingOnlyForWhatIsGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.install(t, hosts.Codex, hosts.ScopeUser)
+	skill := filepath.Join(b.home, ".codex", "skills", "loopx", "SKILL.md")
+	cfg := filepath.Join(b.home, ".codex", "config.toml")
+	require.NoError(t, os.WriteFile(skill, []byte("mine now\n"), 0o644))
+	s := hosts.Status(b.m, b.project)[0]
+	require.Equal(t, []string{skill}, s.Changed)
+	require.Empty(t, s.Missing)
+
+	require.NoError(t, os.Remove(skill))
+	require.NoError(t, os.WriteFile(cfg, []byte("model = \"o3\"\n"), 0o600))
+	s = hosts.Status(b.m, b.project)[0]
+	require.ElementsMatch(t, []string{skill, cfg + " (the loopx block)"}, s.Missing)
+	require.Empty(t, s.Changed)
+}

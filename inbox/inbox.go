@@ -50,7 +50,7 @@ func (o Options) withDefaults() Options {
 		o.Now = time.Now
 	}
 	if o.DefaultLang == "" {
-		o.DefaultLang = "en"
+		o.DefaultLang = templates.DefaultLang
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -118,7 +118,7 @@ func TestProtectedCommandsPropose(t *testing.T) {
 		Mentions: []router.Mention{{Key: "@_user_2", OpenID: "ou_ann", Name: "Ann"}}}, true)
 	card = e.outbox()[0].Content
 	require.Contains(t, card, "owners: ou_owner → ou_owner, ou_ann")
-	require.Contains(t, card, "ou_ann may steer, pause, change the budget and answer gates")
+	require.Contains(t, card, "ou_ann may change the goal, pause it and answer its gates")
 	require.True(t, confirmCard(e, card))
 	require.Equal(t, []string{owner, "ou_ann"}, e.goal("docs").Owners)
 
@@ -167,6 +167,16 @@ func TestWebSignInLink(t *testing.T) {
 	require.Equal(t, "success", res.ToastKind)
 	require.Len(t, issued, 2)
 	require.Equal(t, store.SignInParams{OpenID: owner, Lang: "en", Next: "/web/goals/docs#gate-7"}, issued[1])
+
+	// "Open in workspace" on a turn card lands on that turn's page.
+	res, err = e.chat.HandleCardAction(t.Context(), router.CardAction{
+		EventID: "cb_web_2", OperatorID: owner, ChatID: room, MessageID: "om_turn",
+		Value: map[string]any{"kind": "web", "goal_id": "docs", "turn_id": float64(12)},
+	})
+	require.NoError(t, err)
+	require.Equal(t, "success", res.ToastKind)
+	require.Len(t, issued, 3)
+	require.Equal(t, "/web/goals/docs/turns/12", issued[2].Next)
 }
 
 func unescape(card []byte) string {

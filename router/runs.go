@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"loopx/cards"
 	"loopx/store"
 )
 
@@ -31,6 +32,10 @@ func (h *handling) runs(ctx context.Context, tg *target, p Parsed) error {
 		return err
 	}
 	loc, zone := zoneOf(tg.goal.HeartbeatTZ)
+	lang, err := h.langFor(ctx, &tg.goal)
+	if err != nil {
+		return err
+	}
 	list := []map[string]any{}
 	for _, t := range turns {
 		end := now
@@ -38,9 +43,10 @@ func (h *handling) runs(ctx context.Context, tg *target, p Parsed) error {
 			end = *t.EndedAt
 		}
 		mins := max(0, int(end.Sub(t.StartedAt)/time.Minute))
+		by, outcome := cards.Outcome(func(k string) string { return h.c.tpl.Word(lang, "turn."+k) }, t.State, t.Outcome)
 		list = append(list, map[string]any{
 			"ID": t.ID, "Agent": t.AgentID, "Started": t.StartedAt.In(loc).Format(statusTimeLayout),
-			"State": t.State, "Outcome": t.Outcome, "TodoID": t.TodoID, "TodoText": t.TodoText,
+			"State": t.State, "Outcome": outcome, "HaltedBy": by, "TodoID": t.TodoID, "TodoText": t.TodoText,
 			"Evidence": t.Evidence, "Spent": t.Spent, "Hours": mins / 60, "Minutes": mins % 60, "URL": h.turnURL(tg.goal.ID, t.ID),
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -132,6 +131,7 @@ func (h *handling) overview(ctx context.Context, kind string) error {
 		score int
 	}
 	var rows []row
+	openGates := 0 // what /gates counts: gates, not goals
 	for _, g := range visible {
 		if g.Role == store.RoleStranger {
 			continue
@@ -143,6 +143,7 @@ func (h *handling) overview(ctx context.Context, kind string) error {
 		if kind == "gates" && len(gates) == 0 {
 			continue
 		}
+		openGates += len(gates)
 		held, err := store.ListHeldAgents(ctx, h.tx, g.ID)
 		if err != nil {
 			return err
@@ -163,7 +164,11 @@ func (h *handling) overview(ctx context.Context, kind string) error {
 		score := 0
 		owner := g.Role.AtLeast(store.RoleOwner)
 		if len(gates) > 0 {
-			needs = append(needs, h.c.tpl.Word(lang, "overview.needs.gates", len(gates)))
+			key := "overview.needs.gates"
+			if len(gates) == 1 {
+				key = "overview.needs.gate"
+			}
+			needs = append(needs, h.c.tpl.Word(lang, key, len(gates)))
 			if owner {
 				score += 100
 			}
@@ -191,14 +196,10 @@ func (h *handling) overview(ctx context.Context, kind string) error {
 		if len(needs) == 0 {
 			needs = append(needs, h.c.tpl.Word(lang, "overview.needs.nothing"))
 		}
-		lines := []string{}
+		lines := []map[string]any{}
 		if kind == "gates" {
 			for _, gt := range gates {
-				who := ""
-				if gt.AgentID != "" {
-					who = " (" + gt.AgentID + ")"
-				}
-				lines = append(lines, fmt.Sprintf("%s%s: %s", cards.ShortGate(gt.ID), who, clip(gt.Question, 100)))
+				lines = append(lines, map[string]any{"Gate": cards.ShortGate(gt.ID), "Agent": gt.AgentID, "Question": clip(gt.Question, 100)})
 			}
 		}
 		rows = append(rows, row{score: score, view: map[string]any{
@@ -217,7 +218,11 @@ func (h *handling) overview(ctx context.Context, kind string) error {
 	if err := h.audit(ctx, "chat."+kind, "", "person:"+h.m.SenderID, true, map[string]any{"overview": len(rows)}); err != nil {
 		return err
 	}
-	return h.reply(ctx, "overview", map[string]any{"Kind": kind, "Goals": goals, "More": max(0, len(rows)-overviewLimit)}, nil)
+	count := len(rows)
+	if kind == "gates" {
+		count = openGates
+	}
+	return h.reply(ctx, "overview", map[string]any{"Kind": kind, "Goals": goals, "Count": count, "More": max(0, len(rows)-overviewLimit)}, nil)
 }
 
 // wantsOverview: /status and /gates with no goal, in a direct chat with no binding and not

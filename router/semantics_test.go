@@ -230,7 +230,7 @@ func TestStatusSaysWhatIsTrue(t *testing.T) {
 		fmt.Sprintf(`Agent codex (default): working on todo #%d "Write the parser" for 12 min`, parser.ID),
 		"inbox: 1 waiting · next heartbeat: " + next["heartbeatcodex"] + " (Asia/Shanghai)",
 		fmt.Sprintf("Agent claude: waiting on gate g%d", gate.ID),
-		"Agent watch: monitor-only",
+		"Agent watch: watches only",
 	} {
 		require.Contains(t, got, want)
 	}

@@ -40,7 +40,9 @@ func (c *Chat) clickSignIn(ctx context.Context, tx *store.Tx, a CardAction, lang
 	next := ""
 	if goalID, _ := a.Value["goal_id"].(string); store.ValidID(goalID) {
 		next = "/web/goals/" + goalID
-		if gate, ok := number(a.Value["gate_id"]); ok && gate > 0 {
+		if turn, ok := number(a.Value["turn_id"]); ok && turn > 0 {
+			next += "/turns/" + strconv.FormatInt(turn, 10)
+		} else if gate, ok := number(a.Value["gate_id"]); ok && gate > 0 {
 			next += "#gate-" + strconv.FormatInt(gate, 10)
 		}
 	}

@@ -142,6 +142,6 @@ func TestDigestListsCancelledGatesAsCancelled(t *testing.T) {
 	}
 	require.Equal(t, []string{deploy + " → approved", notes + " → answered: later", branch + " → rejected"},
 		bySection["**Gates answered**"])
-	require.Equal(t, []string{fmt.Sprintf("#%d Retry the flaky job? → cancelled", retry.ID)},
-		bySection["**Gates cancelled** (withdrawn by the agent that asked): 1"])
+	require.Equal(t, []string{fmt.Sprintf("#%d Retry the flaky job? → withdrawn", retry.ID)},
+		bySection["**Gates withdrawn** (by the agent that asked): 1"], "a cancelled gate reads withdrawn, the glossary's word")
 }

@@ -273,7 +273,7 @@ func TestDigestOncePerWindowMatchesHistory(t *testing.T) {
 		switch r.to {
 		case "oc_rel-en":
 			for _, want := range []string{"Report: Release en", "1 done · 3 opened", "2 asked · 1 answered · 1 still open",
-				"2 added", "2 run (1 ok, 1 failed) · 3 skipped heartbeats · 1 missed fire", "1 turn spent in this window · 1 of 24 used",
+				"2 added", "2 run (1 finished, 1 failed) · 3 skipped heartbeats · 1 missed fire", "1 turn spent in this window · 1 of 24 used",
 				"✓ #", "Write the changelog", "Changelog drafted (https://git.example/c/1)", "Use the new runner image? → approved",
 				"Deploy to production?", "no runnable todo ×2 · a turn was live ×1", "P1 #", "Tag the release",
 				"2026-05-03 10:00 → 2026-05-04 09:00 (Asia/Shanghai)"} {
@@ -282,7 +282,7 @@ func TestDigestOncePerWindowMatchesHistory(t *testing.T) {
 			require.Contains(t, r.content, `"tag":"chart"`)
 			require.Contains(t, r.content, `"turns"`)
 		case "oc_rel-zh":
-			for _, want := range []string{"报告：Release zh", "完成 1 · 新增 3", "提出 2 · 已答复 1 · 仍待决定 1", "运行 2（成功 1，失败 1）",
+			for _, want := range []string{"报告：Release zh", "完成 1 · 新增 3", "提出 2 · 已答复 1 · 仍待决定 1", "运行 2（完成 1，失败 1）",
 				"跳过心跳 3 · 错过 1 次", "本期消耗 1 · 最近 24 小时内已用 1 / 24", "没有可执行的待办 ×2；上一轮仍在进行 ×1", "**接下来**"} {
 				require.Contains(t, text, want)
 			}

@@ -37,7 +37,7 @@ type Runner interface {
 // Stop is the cause a turn's context ends with when an owner stopped it.
 type Stop struct{ By string }
 
-func (s *Stop) Error() string { return "halted by " + s.By }
+func (s *Stop) Error() string { return store.HaltedBy(s.By) }
 
 // StopOf returns the stop that ended ctx, nil when ctx ended otherwise (or not at all).
 func StopOf(ctx context.Context) *Stop {

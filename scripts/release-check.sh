@@ -3,7 +3,9 @@
 #   - each binary this machine can run says the release's version (loopx version);
 #   - the same commit built again, in another folder and from an empty Go build cache, gives
 #     the same bytes as SHA256SUMS says (for this machine's platform: a fresh cache for all
-#     four would compile everything four times).
+#     four would compile everything four times);
+#   - make release run again, in another folder with the build cache the first one left (each
+#     binary linked anew), gives the same SHA256SUMS for every platform.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -30,3 +32,9 @@ want=$(grep " $binary\$" "$DIST/SHA256SUMS")
 got=$(grep " $binary\$" "$again/dist/SHA256SUMS") || die "the second build made no $binary"
 [[ $want == "$got" ]] || die "the same commit built twice gave different bytes: $want / $got"
 echo "release-check: $binary built again from an empty cache: the same bytes (${want%% *})" >&2
+
+targets=$(awk '{n = split($2, p, "-"); print p[n - 1] "/" p[n]}' "$DIST/SHA256SUMS" | paste -sd ' ')
+COMMIT="$commit" DIST="$again/all" TARGETS="$targets" GO="$GO" scripts/release.sh 2>/dev/null
+cmp -s "$DIST/SHA256SUMS" "$again/all/SHA256SUMS" ||
+  die "make release twice gave different checksums: $(diff "$DIST/SHA256SUMS" "$again/all/SHA256SUMS" | tr '\n' ' ')"
+echo "release-check: make release again for $targets: the same SHA256SUMS" >&2

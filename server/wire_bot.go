@@ -25,8 +25,8 @@ import (
 // wireBot runs the Lark side of `loopx serve`: the chat router behind the event intake (WS
 // long connection, or /lark/events and /lark/cards on the serve listener), the outbox sender,
 // and in sandbox mode the Lark emulator itself (old lark_event rows are pruned by
-// wire_maintenance.go). It also serves
-// GET /readyz/lark and registers the bot's metrics. LOOPX_BOT=off leaves all of it out.
+// wire_maintenance.go). It also serves GET /readyz/lark and registers the bot's metrics.
+// LOOPX_BOT=off leaves all of it out.
 func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	if !d.cfg.Bot {
 		d.logger.Info("lark bot off (LOOPX_BOT=off)")

@@ -223,7 +223,7 @@ func (s *Store) SpendSlot(ctx context.Context, p SpendSlotParams) (SpendReceipt,
 			return SpendReceipt{}, Audit{}, err
 		}
 		if t.State == TurnLive {
-			if t, err = endTurnTx(ctx, tx, t.ID, TurnOK, "settled", "", now); err != nil {
+			if t, err = endTurnTx(ctx, tx, t.ID, TurnOK, OutcomeSpent, "", now); err != nil {
 				return SpendReceipt{}, Audit{}, err
 			}
 		}

@@ -20,6 +20,17 @@ const (
 	TurnStopped   = "stopped" // ended on an owner's /stop
 )
 
+// Outcomes LoopX itself writes on a turn (an agent's own outcome is its words); the surfaces
+// say these in the reader's language (cards.Outcome).
+const (
+	OutcomeSpent   = "settled"              // SpendSlot ended the live turn: the state says it
+	OutcomeKilled  = "process group killed" // an exec runner killed the agent's processes
+	OutcomeExpired = "lease expired"        // the lease ran out (ExpireTurns' SQL writes it)
+)
+
+// HaltedBy is the outcome of a turn an owner stopped (before any detail the runner adds).
+func HaltedBy(by string) string { return "halted by " + by }
+
 // Turn is one bounded slice of work by one agent, held by a lease. At most one turn per
 // goal x agent is live.
 type Turn struct {

@@ -212,7 +212,7 @@ func (s *Store) StopRequested(ctx context.Context, turnID int64) (bool, string, 
 // EndStoppedTurnTx ends a live turn as stopped in the caller's transaction (should-run's
 // answer to a host whose turn an owner stopped).
 func EndStoppedTurnTx(ctx context.Context, db DB, t Turn, now time.Time) (Turn, error) {
-	return endTurnTx(ctx, db, t.ID, TurnStopped, "halted by "+t.StopRequestedBy, "", now)
+	return endTurnTx(ctx, db, t.ID, TurnStopped, HaltedBy(t.StopRequestedBy), "", now)
 }
 
 // TurnCard is one chat's card of a turn.

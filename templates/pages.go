@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -100,6 +101,12 @@ func (p *Pages) funcs(lang string) template.FuncMap {
 			return p.Word(lang, key+"_other", n)
 		},
 		"schedule": func(spec string) string { return Schedule(lang, spec) },
+		// isURL tells an evidence reference people can open (http or https) from a path or a
+		// command, which the page shows as code.
+		"isURL": func(ref string) bool {
+			u, err := url.Parse(ref)
+			return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+		},
 		// word says a value from the state by its word prefix+value (turn states, inbox
 		// modes, audit actions, skip reasons); a value with no word yet reads as itself with
 		// spaces, never as a key.

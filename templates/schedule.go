@@ -43,6 +43,9 @@ func Schedule(lang, spec string) string {
 		return raw()
 	}
 	min, hour, dow := f[0], f[1], f[4]
+	if min == "*" && hour == "*" && dow == "*" {
+		return pick(zh, "every minute", "每分钟")
+	}
 	if n, ok := step(min); ok && hour == "*" && dow == "*" {
 		if n == 1 {
 			return pick(zh, "every minute", "每分钟")

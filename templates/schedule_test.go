@@ -11,6 +11,8 @@ import (
 func TestScheduleReadsInWords(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ spec, en, zh string }{
+		{"* * * * *", "every minute", "每分钟"},
+		{"*/1 * * * *", "every minute", "每分钟"},
 		{"*/30 * * * *", "every 30 minutes", "每 30 分钟"},
 		{"*/2 * * * *", "every 2 minutes", "每 2 分钟"},
 		{"0 9 * * 1-5", "weekdays at 09:00", "工作日 09:00"},

@@ -13,7 +13,8 @@ import (
 )
 
 // The glossary (docs/glossary.md) names the retired words: English texts people read use none
-// of the "retired" block, Chinese texts none of the "retired-in-zh" block. This test reads
+// of the "retired" block, Chinese texts none of the "retired-in-zh" block (English words) nor
+// of the "retired-zh" block (Chinese words the glossary says otherwise). This test reads
 // every text people read: the chat templates, the workspace's pages and both word lists.
 
 func glossaryWords(t *testing.T, block string) *regexp.Regexp {
@@ -87,6 +88,53 @@ func wordValues(t *testing.T, path string) map[string]string {
 	return m
 }
 
+// retiredChinese matches the Chinese words of a glossary block (no word boundaries in
+// Chinese: any occurrence counts).
+func retiredChinese(t *testing.T, block string) *regexp.Regexp {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "glossary.md"))
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(b), "```"+block+"\n")
+	require.True(t, ok, "docs/glossary.md has no %s block", block)
+	body, _, _ := strings.Cut(rest, "```")
+	var words []string
+	for _, w := range strings.Split(body, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			words = append(words, regexp.QuoteMeta(w))
+		}
+	}
+	require.NotEmpty(t, words)
+	return regexp.MustCompile(strings.Join(words, "|"))
+}
+
+// TestNoRetiredChineseWords: a Chinese text says each thing with the glossary's word (配额,
+// never 额度 or 预算; 待决事项, never 审批).
+func TestNoRetiredChineseWords(t *testing.T) {
+	t.Parallel()
+	retired := retiredChinese(t, "retired-zh")
+	var bad []string
+	files, err := filepath.Glob(filepath.Join("zh", "*.tmpl"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for i, line := range strings.Split(shown(string(b), false), "\n") {
+			if m := retired.FindString(line); m != "" {
+				bad = append(bad, f+":"+itoa(i+1)+": "+m)
+			}
+		}
+	}
+	for _, f := range []string{filepath.Join("zh", "words.json"), filepath.Join("web", "words.zh.json")} {
+		for k, v := range wordValues(t, f) {
+			if m := retired.FindString(v); m != "" {
+				bad = append(bad, f+": "+k+": "+m)
+			}
+		}
+	}
+	require.Empty(t, bad, "retired Chinese words (docs/glossary.md says what to use)")
+}
+
 func TestNoRetiredWords(t *testing.T) {
 	t.Parallel()
 	for _, lang := range []string{"en", "zh"} {
@@ -130,3 +178,26 @@ func TestNoRetiredWords(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestPagesSayNoWordsOfTheirOwn: the workspace's page templates take every word from the word
+// lists (words.en.json, words.zh.json), so a Chinese page has no English left in it but the
+// names that read the same in both (LoopX, English in the language switch, UTC, SHA-256).
+func TestPagesSayNoWordsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	word := regexp.MustCompile(`[A-Za-z][A-Za-z'’-]+`)
+	same := map[string]bool{"LoopX": true, "English": true, "UTC": true, "SHA-": true}
+	pages, err := filepath.Glob(filepath.Join("web", "*.html"))
+	require.NoError(t, err)
+	require.NotEmpty(t, pages)
+	var bad []string
+	for _, f := range pages {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, w := range word.FindAllString(shown(string(b), true), -1) {
+			if !same[w] {
+				bad = append(bad, f+": "+w)
+			}
+		}
+	}
+	require.Empty(t, bad, "words written in a page template instead of its word lists")
+}

@@ -82,6 +82,7 @@ func TestTurnPageShowsLogEvidenceDecisionAndSpend(t *testing.T) {
 		"Write the intro", "finished", "no quota spent", "The decision that started it", "The log is shown to the goal’s owners."} {
 		require.Contains(t, body, want)
 	}
+	require.Contains(t, body, `<a href="https://example.test/intro" rel="noopener noreferrer">`, "a link opens")
 	require.NotContains(t, body, "wrote intro.md", "the log tail is the owners'")
 	_, body, _ = b.signIn(t, owner).get(path)
 	require.Contains(t, body, "wrote intro.md")
@@ -89,6 +90,30 @@ func TestTurnPageShowsLogEvidenceDecisionAndSpend(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, status)
 	status, _, _ = b.signIn(t, "ou_stranger").get(path)
 	require.Equal(t, http.StatusNotFound, status, "a stranger reads no turn")
+
+	// LoopX's own outcomes read in words, in the page's language: a turn an owner halted
+	// names who did it, a turn the agent settled by spending its quota says its state.
+	halted, err := b.st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "docs", AgentID: "codex", InstanceID: "t2", Meta: agentMeta})
+	require.NoError(t, err)
+	_, err = b.st.EndTurn(ctx, store.EndTurnParams{GoalID: "docs", AgentID: "codex", InstanceID: "t2", State: store.TurnStopped,
+		Outcome: store.HaltedBy(owner) + "; " + store.OutcomeKilled, Meta: agentMeta})
+	require.NoError(t, err)
+	_, body, _ = br.get("/web/goals/docs/turns/" + strconv.FormatInt(halted.ID, 10))
+	require.Contains(t, body, "halted by "+owner+" · its processes were ended")
+	require.NotContains(t, body, store.OutcomeKilled)
+	spent, err := b.st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "docs", AgentID: "codex", InstanceID: "t3", Meta: agentMeta})
+	require.NoError(t, err)
+	_, err = b.st.EndTurn(ctx, store.EndTurnParams{GoalID: "docs", AgentID: "codex", InstanceID: "t3", State: store.TurnOK,
+		Outcome: store.OutcomeSpent, Meta: agentMeta})
+	require.NoError(t, err)
+	zh := b.signIn(t, member)
+	status, _ = zh.post("/web/lang", url.Values{"lang": {"zh"}, "back": {"/web/"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	_, body, _ = zh.get("/web/goals/docs/turns/" + strconv.FormatInt(spent.ID, 10))
+	require.Contains(t, body, "<dd>已完成</dd>", "a settled turn says its state, in Chinese")
+	require.NotContains(t, body, store.OutcomeSpent)
+	_, body, _ = zh.get("/web/goals/docs/turns/" + strconv.FormatInt(halted.ID, 10))
+	require.Contains(t, body, "已由 "+owner+" 停止 · 已结束它的进程")
 }
 
 // TestMemberAddsTodoAndMessagesAgentOwnerMovesIt acts from the page with chat's rules:

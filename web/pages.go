@@ -67,6 +67,11 @@ func (s *Server) goal(ctx context.Context, r *http.Request, ss *session, v *view
 	v.CanAct = g.Role.AtLeast(need["todo"]) && g.Role.AtLeast(need["message"])
 	for _, a := range page.Agents {
 		av := agentView{Agent: a}
+		for i, t := range page.Turns {
+			if t.AgentID == a.ID && t.State == store.TurnLive {
+				av.Live = &page.Turns[i]
+			}
+		}
 		for _, it := range page.Inbox {
 			if it.AgentID == a.ID {
 				av.Inbox = append(av.Inbox, it)

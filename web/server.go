@@ -84,7 +84,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new workspace: %w", err)
 	}
-	opts.DefaultLang = templates.Lang(cmp.Or(opts.DefaultLang, "en"))
+	opts.DefaultLang = templates.Lang(opts.DefaultLang) // "" and unsupported ones: the default language
 	if opts.SessionTTL == 0 {
 		opts.SessionTTL = 12 * time.Hour
 	}
@@ -227,10 +227,11 @@ type view struct {
 
 	Proposal cards.ProposalView
 
-	Goals   goalsView
-	Turn    store.TurnPage
-	CanAct  bool // the person may add todos and message agents (a member)
-	ShowLog bool // the turn page shows the runner's log tail (owners, admins)
+	Goals       goalsView
+	Turn        store.TurnPage
+	TurnOutcome struct{ HaltedBy, Text string } // the turn's outcome in words (cards.Outcome)
+	CanAct      bool                            // the person may add todos and message agents (a member)
+	ShowLog     bool                            // the turn page shows the runner's log tail (owners, admins)
 
 	Token            string
 	Lark             bool   // the sign-in page offers Lark's sign-in
@@ -241,6 +242,7 @@ type view struct {
 type agentView struct {
 	store.Agent
 	Inbox []store.InboxItem
+	Live  *store.Turn // its live turn, which Stop turn ends; nil: none
 }
 
 // pageFunc fills v for a signed-in session and returns the page to render and its status.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"loopx/cards"
 	"loopx/store"
 )
 
@@ -37,6 +38,8 @@ func (s *Server) turn(ctx context.Context, r *http.Request, ss *session, v *view
 	// the admin and the turn's agent, the page shows it to the people answerable for the goal
 	// (owners, admins), not to every member.
 	v.ShowLog = g.Role.AtLeast(store.RoleOwner)
+	v.TurnOutcome.HaltedBy, v.TurnOutcome.Text = cards.Outcome(func(k string) string { return s.pages.Word(v.Lang, "outcome_"+k) },
+		tp.Turn.State, tp.Turn.Outcome)
 	v.Title = s.pages.Word(v.Lang, "turn_n", tp.Turn.ID) + " · #" + g.ID
 	return "turn", http.StatusOK, nil
 }

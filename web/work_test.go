@@ -35,9 +35,10 @@ func TestOwnersRunTheAgentFromThePage(t *testing.T) {
 
 	ob := b.signIn(t, owner)
 	_, body, _ = ob.get("/web/goals/docs")
-	for _, verb := range []string{"stop", "run", "pause"} {
+	for _, verb := range []string{"run", "pause"} {
 		require.Contains(t, body, `action="`+agentPath+verb+`"`)
 	}
+	require.NotContains(t, body, `action="`+agentPath+`stop"`, "no live turn: no Stop turn")
 	require.Contains(t, body, "Pause agent")
 
 	status, loc = ob.post(agentPath+"stop", url.Values{})
@@ -61,7 +62,7 @@ func TestOwnersRunTheAgentFromThePage(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, a.HeldAt)
 	_, body, _ = ob.get("/web/goals/docs")
-	require.Contains(t, body, "Paused by "+owner)
+	require.Contains(t, body, "Held by "+owner)
 	require.Contains(t, body, `action="`+agentPath+`resume"`)
 	require.NotContains(t, body, `action="`+agentPath+`pause"`)
 

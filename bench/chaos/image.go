@@ -29,6 +29,8 @@ type ImageResult struct {
 	User         string         `json:"user"`
 	ReadySeconds float64        `json:"readyz_seconds"`
 	Healthz      map[string]any `json:"healthz"`
+	StartLog     string         `json:"start_log"`
+	Doctor       string         `json:"doctor_version"`
 	Walkthrough  []string       `json:"walkthrough"`
 	StopSeconds  float64        `json:"sigterm_exit_seconds"`
 	Compose      *ComposeResult `json:"compose,omitempty"`
@@ -239,6 +241,10 @@ func (s *suite) imageWalkthrough(ctx context.Context, ir *imageRun, r *ImageResu
 	res.check(hz["version"] == s.o.imageVersion, "image: /healthz says version %v, the image is %s", hz["version"], s.o.imageVersion)
 	res.check(hz["schema"] == float64(store.LatestMigration()), "image: /healthz says schema %v, this tree's newest migration is %d", hz["schema"], store.LatestMigration())
 	step("ready in %.1f s; /healthz: version %v, commit %v, schema %v", took.Seconds(), hz["version"], hz["commit"], hz["schema"])
+	if err := s.imageSaysItsVersion(ctx, rep, r, res); err != nil {
+		return err
+	}
+	step("the start log and loopx doctor name version %s", s.o.imageVersion)
 
 	sb := "http://" + env["LOOPX_SANDBOX_ADDR"]
 	info, err := s.getJSON(ctx, sb+"/sandbox/v1/info", sbToken)
@@ -302,7 +308,7 @@ func (s *suite) imageWalkthrough(ctx context.Context, ir *imageRun, r *ImageResu
 		return err
 	}
 	card, err := s.sandboxWait(ctx, sb, sbToken, chat, cursor, func(m sandboxMessage) bool {
-		return m.SenderType == "app" && m.Card != nil && len(m.Card.Buttons) > 0
+		return m.SenderType == "app" && m.Card != nil && len(m.Card.Buttons) > 0 && strings.HasPrefix(m.Card.Title, "Decision needed")
 	})
 	if err != nil {
 		return fmt.Errorf("no gate card in the chat: %w", err)
@@ -366,6 +372,53 @@ func (s *suite) imageWalkthrough(ctx context.Context, ir *imageRun, r *ImageResu
 	return nil
 }
 
+// imageSaysItsVersion checks the release version where an operator reads it besides
+// /healthz: the container's start log ("loopx serving", JSON as the image logs) and `loopx
+// doctor` run with the release binary against the container.
+func (s *suite) imageSaysItsVersion(ctx context.Context, rep *replica, r *ImageResult, res *Results) error {
+	logPath := filepath.Join(rep.logDir, rep.name+".log")
+	err := waitFor(ctx, 30*time.Second, func() (bool, error) {
+		b, err := os.ReadFile(logPath)
+		if err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			var l struct {
+				Msg, Version string
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "loopx serving" {
+				r.StartLog = line
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("no \"loopx serving\" line in the container's log %s: %w", logPath, err)
+	}
+	var l struct{ Version string }
+	_ = json.Unmarshal([]byte(r.StartLog), &l)
+	res.check(l.Version == s.o.imageVersion, "image: the start log says version %q, the image is %s", l.Version, s.o.imageVersion)
+
+	doctor := exec.CommandContext(ctx, s.bin, "doctor", "--format", "json")
+	doctor.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "LOOPX_URL=" + rep.url, "LOOPX_TOKEN=" + adminToken}
+	out, err := doctor.Output()
+	var d struct {
+		Checks []struct{ Name, Detail string } `json:"checks"`
+	}
+	if jerr := json.Unmarshal(out, &d); jerr != nil {
+		return fmt.Errorf("loopx doctor against the container: %v %v: %s", err, jerr, out)
+	}
+	for _, c := range d.Checks {
+		if c.Name == "version" {
+			r.Doctor = c.Detail
+		}
+	}
+	res.check(strings.HasPrefix(r.Doctor, "server "+s.o.imageVersion+" (") && strings.HasSuffix(r.Doctor, ", the same as this loopx"),
+		"image: loopx doctor's version check says %q, want the server's %s, the same as the release binary", r.Doctor, s.o.imageVersion)
+	return nil
+}
+
 // getJSON GETs url (with a bearer token when given) and decodes a JSON object.
 func (s *suite) getJSON(ctx context.Context, url, token string) (map[string]any, error) {
 	var m map[string]any
@@ -413,6 +466,7 @@ type sandboxMessage struct {
 	MsgType    string `json:"msg_type"`
 	Text       string `json:"text"`
 	Card       *struct {
+		Title   string            `json:"title"`
 		Buttons []json.RawMessage `json:"buttons"`
 	} `json:"card"`
 }

@@ -99,6 +99,10 @@ func (s *suite) upgradeScenario(ctx context.Context, res *Results) error {
 		return fmt.Errorf("this tree's loopx version: %w", err)
 	}
 	r.Current = strings.TrimSpace(string(out))
+	said := strings.Fields(r.Current) // "loopx <version> (...)"
+	if len(said) < 2 {
+		return fmt.Errorf("this tree's loopx version said %q", r.Current)
+	}
 	prevKnown, err := migrationsAt(ctx, o.previousCommit)
 	if err != nil {
 		return err
@@ -116,7 +120,7 @@ func (s *suite) upgradeScenario(ctx context.Context, res *Results) error {
 		return fmt.Errorf("rolling upgrade: %w", err)
 	}
 	r.Downgrade = &DowngradeResult{}
-	if err := s.downgrade(ctx, r.Downgrade, res); err != nil {
+	if err := s.downgrade(ctx, r.Downgrade, said[1], res); err != nil {
 		return fmt.Errorf("downgrade: %w", err)
 	}
 	r.Rollback = &RollbackResult{}
@@ -815,8 +819,9 @@ const nextMigration = 99999
 
 // downgrade: the release after this tree migrates the upgraded database; this tree's serve
 // and migrate refuse it with both versions and the way back; the way back (the next
-// release's migrate down) works, and this tree serves again.
-func (s *suite) downgrade(ctx context.Context, r *DowngradeResult, res *Results) error {
+// release's migrate down) works, and this tree serves again. current is this tree's version
+// (loopx version), which the refusal names beside the database's.
+func (s *suite) downgrade(ctx context.Context, r *DowngradeResult, current string, res *Results) error {
 	r.NextMigration = nextMigration
 	code, out, _, err := s.runOnce(ctx, s.o.next, "upgrade", "migrate")
 	if err != nil || code != 0 {
@@ -832,7 +837,7 @@ func (s *suite) downgrade(ctx context.Context, r *DowngradeResult, res *Results)
 	r.Message = strings.TrimSpace(lastLine(out))
 	res.check(code == 1, "downgrade: serve on a newer schema exited %d, want 1: %s", code, out)
 	for _, want := range []string{
-		fmt.Sprintf("schema version %d", store.LatestMigration()),
+		fmt.Sprintf("this loopx (%s, schema version %d)", current, store.LatestMigration()),
 		fmt.Sprintf("schema version %d, migrated by loopx next", nextMigration),
 		"restore the backup taken before the upgrade",
 		fmt.Sprintf("loopx migrate down %d", nextMigration),

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +32,13 @@ type WorkResult struct {
 	FileDownloads int  `json:"file_downloads"`
 	Redeliveries  int  `json:"file_event_redeliveries"`
 	SHA256Matches bool `json:"sha256_matches"`
+	// A deliverable uploaded with evidence, the request sent again to every replica at once
+	// under its Idempotency-Key (a client retrying a lost answer).
+	UploadTries     int  `json:"upload_tries"`
+	UploadEvidence  int  `json:"upload_evidence"`
+	UploadFiles     int  `json:"upload_files"`
+	UploadBlobs     int  `json:"upload_blobs"`
+	UploadSameReply bool `json:"upload_same_answer"`
 }
 
 const (
@@ -63,6 +73,8 @@ func (s *suite) setSchedulers(on bool) {
 //   - An image sent in a chat, its event delivered again (the same event, the same event to
 //     another replica at once, the same message under a new event id): one inbox item, one
 //     file, one stored content, one download from Lark, the same SHA-256.
+//   - A deliverable uploaded with evidence, the request retried on every replica at once
+//     under one Idempotency-Key: one evidence, one file, one stored content, one answer.
 func (s *suite) workScenario(ctx context.Context, res *Results) error {
 	s.setSchedulers(true)
 	defer s.setSchedulers(false)
@@ -77,6 +89,73 @@ func (s *suite) workScenario(ctx context.Context, res *Results) error {
 	if err := s.fileUnderRedelivery(ctx, res, r); err != nil {
 		return fmt.Errorf("file under redelivery: %w", err)
 	}
+	if err := s.uploadUnderRetry(ctx, res, r); err != nil {
+		return fmt.Errorf("upload under retry: %w", err)
+	}
+	return nil
+}
+
+func (s *suite) uploadUnderRetry(ctx context.Context, res *Results, r *WorkResult) error {
+	data := make([]byte, 200<<10)
+	_, _ = rand.Read(data)
+	sum := sha256.Sum256(data)
+	body := map[string]any{"agent_id": "fail", "summary": "chaos deliverable", "kind": "artifact",
+		"file": map[string]any{"name": "report.bin", "content_base64": base64.StdEncoding.EncodeToString(data)}}
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	answers := make(chan answer, len(s.replicas)+1)
+	send := func(base string) {
+		st, b, err := s.api(ctx, base, "POST", "/v1/goals/"+workGoal+"/evidence", adminToken, "chaos-upload-1", body)
+		answers <- answer{st, b, err}
+	}
+	go send(s.replicas[0].url) // the first try, and at once the retries, to every replica
+	for _, rp := range s.replicas {
+		go send(rp.url)
+	}
+	var first []byte
+	r.UploadSameReply = true
+	for range len(s.replicas) + 1 {
+		a := <-answers
+		if a.err != nil {
+			return a.err
+		}
+		if a.status != 201 && a.status != 200 {
+			return fmt.Errorf("evidence upload answered %d: %s", a.status, a.body)
+		}
+		r.UploadTries++
+		var ev struct {
+			ID int64 `json:"evidence_id"`
+		}
+		if err := json.Unmarshal(a.body, &ev); err != nil || ev.ID == 0 {
+			return fmt.Errorf("evidence upload answer %s: %v", a.body, err)
+		}
+		id := []byte(strconv.FormatInt(ev.ID, 10))
+		if first == nil {
+			first = id
+		} else if string(first) != string(id) {
+			r.UploadSameReply = false
+		}
+	}
+	var cerr error
+	count := func(sql string, args ...any) int {
+		n, err := s.count(ctx, sql, args...)
+		cerr = errors.Join(cerr, err)
+		return n
+	}
+	r.UploadEvidence = count(`SELECT count(*) FROM evidence WHERE goal_id = $1 AND summary = 'chaos deliverable'`, workGoal)
+	r.UploadFiles = count(`SELECT count(*) FROM attachment a JOIN evidence e ON e.id = a.evidence_id
+		WHERE e.goal_id = $1 AND e.summary = 'chaos deliverable'`, workGoal)
+	r.UploadBlobs = count(`SELECT count(*) FROM file_blob WHERE sha256 = $1`, sum[:])
+	if cerr != nil {
+		return cerr
+	}
+	res.check(r.UploadEvidence == 1, "work: %d evidence rows for one upload retried %d times, want 1", r.UploadEvidence, r.UploadTries)
+	res.check(r.UploadFiles == 1, "work: %d files for one upload, want 1", r.UploadFiles)
+	res.check(r.UploadBlobs == 1, "work: %d stored contents for one upload, want 1", r.UploadBlobs)
+	res.check(r.UploadSameReply, "work: the retried upload answered different evidence")
 	return nil
 }
 

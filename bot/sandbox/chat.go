@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -350,6 +351,10 @@ func (s *chatSession) bodyLocked(m MessageView) []string {
 		for _, l := range strings.Split(atNames(text), "\n") {
 			out = append(out, "   "+l)
 		}
+	case m.MsgType == "post":
+		for _, l := range postLines(m.Content) {
+			out = append(out, "   "+l)
+		}
 	default:
 		out = append(out, fmt.Sprintf("   (%s) %s", m.MsgType, m.Content))
 	}
@@ -554,6 +559,54 @@ func (s *chatSession) sendFile(ctx context.Context, path, caption string) error 
 
 // atNames shows Lark's mention tags as Lark clients do: <at user_id="ou_x">Name</at> (text)
 // and <at id=ou_x></at> (card markdown) become @Name, or @ou_x when the tag has no name.
+// postLines renders a rich-text post as a person sees it: its title, then each paragraph's
+// text with @names, links and its images and files as 📎 marks. Content it cannot read is
+// shown as it is.
+func postLines(content string) []string {
+	var p struct {
+		Title   string `json:"title"`
+		Content [][]struct {
+			Tag      string `json:"tag"`
+			Text     string `json:"text"`
+			UserName string `json:"user_name"`
+			UserID   string `json:"user_id"`
+			Href     string `json:"href"`
+			FileName string `json:"file_name"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(content), &p); err != nil || len(p.Content) == 0 {
+		return []string{"(post) " + content}
+	}
+	var out []string
+	if p.Title != "" {
+		out = append(out, p.Title)
+	}
+	for _, para := range p.Content {
+		var b strings.Builder
+		for _, e := range para {
+			switch e.Tag {
+			case "text":
+				b.WriteString(e.Text)
+			case "at":
+				b.WriteString("@" + cmp.Or(e.UserName, e.UserID))
+			case "a":
+				b.WriteString(cmp.Or(e.Text, e.Href))
+				if e.Text != "" && e.Href != "" {
+					b.WriteString(" (" + e.Href + ")")
+				}
+			case "img":
+				b.WriteString("📎 image")
+			case "media", "file":
+				b.WriteString("📎 " + cmp.Or(e.FileName, e.Tag))
+			}
+		}
+		if line := strings.TrimSpace(b.String()); line != "" {
+			out = append(out, strings.Split(line, "\n")...)
+		}
+	}
+	return out
+}
+
 func atNames(text string) string {
 	if !strings.Contains(text, "<at ") {
 		return text

@@ -339,6 +339,9 @@ func TestChatClientSendsFiles(t *testing.T) {
 	require.Contains(t, post.Content, `"tag":"img"`)
 	require.Contains(t, post.Content, "the screenshot")
 	require.Len(t, post.Mentions, 1, "it mentions the bot")
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "@LoopX the screenshot\n   📎 image") }, 30*time.Second,
+		10*time.Millisecond, "the post shows as a person reads it:\n%s", out.String())
+	require.NotContains(t, out.String(), "(post)", "not as its JSON")
 
 	say("/dm")
 	say("/file " + doc)

@@ -19,7 +19,7 @@ import (
 func (a *app) quotaCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quota",
-		Short: "Ask whether to run a turn, spend a slot, show quota",
+		Short: "Ask whether to run a turn, spend a turn of the quota, show the quota",
 		Example: `  loopx quota should-run --goal-id demo --agent-id codex --turn-instance-id t-42 --begin-turn --format json
   loopx quota spend-slot --goal-id demo --agent-id codex --turn-instance-id t-42 --todo-id 7
   loopx quota status --goal-id demo --agent-id codex`,
@@ -54,8 +54,8 @@ replays it. With --begin-turn a run decision opens the turn (with a lease) at on
 	var sp api.SpendBody
 	spend := &cobra.Command{
 		Use:   "spend-slot",
-		Short: "Debit one quota slot for a turn that ran (exactly once per turn)",
-		Long: `Debit one slot for the turn. A retry returns the same receipt; a spend for a turn that
+		Short: "Count a turn that ran against the quota (exactly once per turn)",
+		Long: `Count the turn against the goal's quota (one turn spent). A retry returns the same receipt; a spend for a turn that
 was skipped, is unknown or was already settled differently is refused (exit 1).`,
 		Example: `  loopx quota spend-slot --goal-id demo --agent-id codex --turn-instance-id t-42 --todo-id 7`,
 		Args:    cobra.NoArgs,

@@ -44,7 +44,7 @@ func (a *app) runsCommand() *cobra.Command {
 		Short: "List a goal's turns, newest first: state, todo, evidence, outcome",
 		Long: `List a goal's turns (the run index), newest first: the agent, when it started, its
 state (live, ok, failed, abandoned), the todo it worked on, the evidence it recorded, whether
-it spent a slot, and its outcome. When more turns remain, the last line gives the --cursor
+it was counted against the quota, and its outcome. When more turns remain, the last line gives the --cursor
 for the next page. "loopx runs decisions" lists the should-run answers instead, and
 "loopx runs show" one turn with its log tail.
 

@@ -116,6 +116,8 @@ func TestClaudeCodeConnectsToTheInstalledServer(t *testing.T) {
 
 	r := loopxIn(t, project, home, "hosts", "install", "--host", "claude-code")
 	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, ".mcp.json", "the install names no file it does not write")
+	require.NoFileExists(t, filepath.Join(project, ".mcp.json"))
 	out := runHost(t, project, env, claude, "mcp", "list")
 	require.Contains(t, out, connected, "claude mcp list in the project")
 	t.Logf("claude mcp list:\n%s", out)
@@ -312,4 +314,29 @@ func TestOpenCodeConnectsToTheInstalledServer(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(jsonPart(out)), &cfg), out)
 	require.Contains(t, cfg.Command, "loopx")
 	require.Contains(t, cfg.Command["loopx"].Template, "should_run")
+}
+
+// TestCodexReadsTheProjectScopeOnceTrusted: a project-scope Codex install says how to trust
+// the project, and what it says works with the real Codex: before, codex mcp list does not
+// list loopx (Codex ignores an untrusted project's .codex/config.toml); after the
+// `codex exec --trust` the install names, it does.
+func TestCodexReadsTheProjectScopeOnceTrusted(t *testing.T) {
+	t.Parallel()
+	codex := hostCLI(t, "codex", "@openai/codex")
+	home := t.TempDir()
+	project := connectedProject(t, home)
+	m := newFakeModel(t, func(*conversation) modelStep { return modelStep{text: "trusted"} })
+	codexHome := filepath.Join(home, ".codex")
+	require.NoError(t, os.MkdirAll(codexHome, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(codexFakeProvider(m.srv.URL)), 0o600))
+	env := hostEnv(home)
+
+	r := loopxIn(t, project, home, "hosts", "install", "--host", "codex", "--scope", "project", "--command", loopxWrapper(t))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "trust it once (codex exec --trust, or [projects.")
+	require.NotContains(t, r.stdout, "codex --trust", "codex has no top-level --trust")
+	require.NotRegexp(t, `(?m)^loopx\s`, runHost(t, project, env, codex, "mcp", "list"), "an untrusted project's servers are not read")
+
+	runScripted(t, project, append(env, "FAKE_KEY=scripted"), codex, "exec", "--trust", "--skip-git-repo-check", "hello")
+	require.Regexp(t, `(?m)^loopx\s+\S+\s+mcp\s+.*enabled`, runHost(t, project, env, codex, "mcp", "list"), "trusted: the project's loopx is read")
 }

@@ -186,6 +186,8 @@ stream_max_retries = 0
 // to gate work on LoopX, or to stop working.
 var gating = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)(call|start|begin)[^.]{0,40}\bshould_run\b[^.]{0,20}\b(first|every|each)`),
+	regexp.MustCompile(`(?i)\b(call|use|run|invoke)s?\b[^.\n]{0,40}\bshould_run\b`),
+	regexp.MustCompile(`(?i)\bshould_run\b[^.\n]{0,30}\b(first|before)\b`),
 	regexp.MustCompile(`(?i)start every (agent )?turn`),
 	regexp.MustCompile(`(?i)work only when`),
 	regexp.MustCompile(`(?i)\bgoverns\b`),

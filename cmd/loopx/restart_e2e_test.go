@@ -78,6 +78,7 @@ func TestWriteRetriedAfterRestartLeavesOneRow(t *testing.T) {
 		res := callTool(t, first, "evidence_add", args)
 		require.True(t, res.IsError, "the answer was lost: %s", toolText(res))
 		require.Contains(t, toolText(res), "safe")
+		require.Equal(t, 1, count(summary), "%s: the write whose answer was lost happened", summary)
 		require.NoError(t, first.Close()) // the host restarts loopx mcp
 
 		again := stdioSession(t, dir, "HOME="+home, "LOOPX_URL="+s.url)

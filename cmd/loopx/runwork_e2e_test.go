@@ -174,12 +174,19 @@ wait`)
 		require.Contains(t, text, "error: the widget is broken", "the log's last lines")
 		require.Contains(t, text, "exit status 3")
 	}
-	require.Len(t, cards[0].Card.Buttons, 2, "[Retry now] [Pause agent] on a failure card")
+	require.Len(t, cards[0].Card.Buttons, 3, "[Retry now] [Pause agent] [Open in workspace] on a failure card")
 	require.Equal(t, "Retry now", cards[0].Card.Buttons[0].Text)
+	require.Equal(t, "Open in workspace", cards[0].Card.Buttons[2].Text)
 	// A stranger's click changes nothing.
 	res, err := ctl.Click(ctx, sandbox.ClickRequest{MessageID: cards[0].MessageID, Button: 1, OpenID: "ou_stranger"})
 	require.NoError(t, err)
 	require.Equal(t, "error", res.Toast.Type)
+	// [Open in workspace] signs the owner in on the failed turn's page, its log there.
+	owner := cardLinkClient(t, s, ctl, cards[0].MessageID, 3, "ou_owner")
+	turnPage := owner.landed
+	require.Regexp(t, `^/web/goals/g/turns/\d+$`, turnPage, "the card's link lands on its turn")
+	page := owner.page(t, turnPage)
+	require.Contains(t, page, "error: the widget is broken", "the turn page shows the log")
 
 	// 2. The breaker: one card, /status says held, /run does not start it.
 	breaker := r.wait("the breaker card", time.Minute, func(m sandbox.MessageView) bool {
@@ -190,6 +197,11 @@ wait`)
 	r.wait("/status says held", time.Minute, func(m sandbox.MessageView) bool {
 		return strings.Contains(m.Text, "Agent bad") && strings.Contains(m.Text, "held after 3 failed or empty turns in a row")
 	})
+	r.say("ou_owner", "/runs #g")
+	r.wait("/runs says held", time.Minute, func(m sandbox.MessageView) bool {
+		return strings.Contains(m.Text, "Held: bad after 3 failed or empty turns in a row")
+	})
+	require.Contains(t, owner.page(t, "/web/goals/g"), "Held after 3 failed or empty turns in a row", "the workspace shows the hold")
 	r.say("ou_owner", "/run #g/bad")
 	r.wait("/run answers held", time.Minute, func(m sandbox.MessageView) bool {
 		return strings.Contains(m.Text, "No turn started for bad on #g: the agent is held")
@@ -202,12 +214,22 @@ wait`)
 	r.wait("the breaker card shows the resume", time.Minute, func(m sandbox.MessageView) bool {
 		return m.MessageID == breaker.MessageID && m.Card != nil && m.Card.Title == "Agent resumed · bad · #g"
 	})
-	for _, a := range s.ok(t, admin, "agent", "list", "--goal-id", "g")["agents"].([]any) {
-		if a := a.(map[string]any); a["agent_id"] == "bad" {
-			require.NotContains(t, a, "held_at", "resumed: not held any more")
-			require.NotEmpty(t, a["resumed_at"])
+	heldAt := func() any {
+		for _, a := range s.ok(t, admin, "agent", "list", "--goal-id", "g")["agents"].([]any) {
+			if a := a.(map[string]any); a["agent_id"] == "bad" {
+				require.NotEmpty(t, a["resumed_at"])
+				return a["held_at"]
+			}
 		}
+		t.Fatal("no agent bad")
+		return nil
 	}
+	require.Nil(t, heldAt(), "resumed: not held any more")
+	// The CLI holds and resumes it too.
+	s.ok(t, admin, "agent", "pause", "--goal-id", "g", "--agent-id", "bad")
+	require.NotNil(t, heldAt(), "loopx agent pause holds it")
+	s.ok(t, admin, "agent", "resume", "--goal-id", "g", "--agent-id", "bad")
+	require.Nil(t, heldAt(), "loopx agent resume clears it")
 
 	// 3. /run fires a turn at once; its progress card changes in place during the turn.
 	start := time.Now()
@@ -247,6 +269,7 @@ wait`)
 	require.NoError(t, err)
 	require.LessOrEqual(t, stats.Chat.MaxWithUpdatesPerSecond, 5, "messages and updates per second in the chat")
 	require.Zero(t, stats.Chat.RateLimited, "the sandbox refused no send")
+	require.Zero(t, stats.App.RateLimited, "the sandbox refused no send in any chat")
 	require.Zero(t, stats.PatchesRefused, "the sandbox refused no update")
 
 	// 4. /stop during a long turn kills its process group and records it as stopped.
@@ -304,7 +327,6 @@ wait`)
 	ev := s.ok(t, admin, "evidence", "add", "--goal-id", "g", "--agent-id", "worker", "--summary", "the report", "--file", reportPath)
 	fileID := ev["files"].([]any)[0].(map[string]any)["file_id"]
 	reportSum := sha256.Sum256(report)
-	owner := workspaceClient(t, s, ctl, "ou_owner")
 	resp, err := owner.Get(s.url + "/web/files/" + fmt.Sprint(fileID))
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
@@ -321,26 +343,45 @@ wait`)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "a stranger gets nothing")
 }
 
-// pngBytes is an image as Lark and LoopX tell one: PNG's signature, then random bytes.
-func pngBytes(t *testing.T) []byte {
-	t.Helper()
-	b := make([]byte, 70000)
-	_, _ = rand.Read(b)
-	return append([]byte("\x89PNG\r\n\x1a\n"), b...)
+// browserClient is a person signed in to the workspace; landed is the path the sign-in
+// link led to.
+type browserClient struct {
+	*http.Client
+	url    string
+	landed string
 }
 
-// workspaceClient signs openID into the workspace the way a person does: /web in a direct
-// chat with the bot, then the link.
-func workspaceClient(t *testing.T, s *serveProc, ctl *sandbox.Client, openID string) *http.Client {
+// page reads a workspace page as the person.
+func (c *browserClient) page(t *testing.T, path string) string {
+	t.Helper()
+	resp, err := c.Get(c.url + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, path)
+	return string(b)
+}
+
+// cardLinkClient clicks button (1-based) of a card as openID, reads the sign-in link the bot
+// then sends them in a direct chat and follows it.
+func cardLinkClient(t *testing.T, s *serveProc, ctl *sandbox.Client, messageID string, button int, openID string) *browserClient {
 	t.Helper()
 	chat := "oc_p2p_" + openID
 	before, err := ctl.Messages(t.Context(), chat, 0, 0, 0)
 	require.NoError(t, err)
-	_, err = ctl.Post(t.Context(), sandbox.PostRequest{ChatID: chat, ChatType: sandbox.ChatP2P, OpenID: openID, Text: "/web"})
+	res, err := ctl.Click(t.Context(), sandbox.ClickRequest{MessageID: messageID, Button: button, OpenID: openID})
 	require.NoError(t, err)
+	require.Equal(t, "success", res.Toast.Type, "the link is sent")
+	return followLink(t, s, ctl, chat, before.Cursor, openID)
+}
+
+// followLink waits for the bot's sign-in link in chat after cursor and signs in with it.
+func followLink(t *testing.T, s *serveProc, ctl *sandbox.Client, chat string, cursor int64, openID string) *browserClient {
+	t.Helper()
 	var link string
 	require.Eventually(t, func() bool {
-		page, err := ctl.Messages(t.Context(), chat, before.Cursor, 0, time.Second)
+		page, err := ctl.Messages(t.Context(), chat, cursor, 0, time.Second)
 		if err != nil {
 			return false
 		}
@@ -355,10 +396,31 @@ func workspaceClient(t *testing.T, s *serveProc, ctl *sandbox.Client, openID str
 	require.NoError(t, err)
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	c := &http.Client{Jar: jar}
+	c := &browserClient{Client: &http.Client{Jar: jar}, url: s.url}
 	resp, err := c.PostForm(s.url+"/web/signin", url.Values{"t": {u.Query().Get("t")}})
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "signed in")
+	c.landed = resp.Request.URL.Path
 	return c
+}
+
+// pngBytes is an image as Lark and LoopX tell one: PNG's signature, then random bytes.
+func pngBytes(t *testing.T) []byte {
+	t.Helper()
+	b := make([]byte, 70000)
+	_, _ = rand.Read(b)
+	return append([]byte("\x89PNG\r\n\x1a\n"), b...)
+}
+
+// workspaceClient signs openID into the workspace the way a person does: /web in a direct
+// chat with the bot, then the link.
+func workspaceClient(t *testing.T, s *serveProc, ctl *sandbox.Client, openID string) *browserClient {
+	t.Helper()
+	chat := "oc_p2p_" + openID
+	before, err := ctl.Messages(t.Context(), chat, 0, 0, 0)
+	require.NoError(t, err)
+	_, err = ctl.Post(t.Context(), sandbox.PostRequest{ChatID: chat, ChatType: sandbox.ChatP2P, OpenID: openID, Text: "/web"})
+	require.NoError(t, err)
+	return followLink(t, s, ctl, chat, before.Cursor, openID)
 }

@@ -133,7 +133,7 @@ func TestSandboxSurvivesARestart(t *testing.T) {
 			return sandbox.MessageView{}, false
 		}
 		for _, m := range page.Messages {
-			if m.Card != nil && len(m.Card.Buttons) > 0 && strings.Contains(m.Card.Title, "#demo-release") {
+			if m.Card != nil && len(m.Card.Buttons) > 0 && strings.HasPrefix(m.Card.Title, "Decision needed") && strings.Contains(m.Card.Title, "#demo-release") {
 				return m, true
 			}
 		}

@@ -202,12 +202,12 @@ func TestWorkspaceInChromium(t *testing.T) {
 		return false
 	}, 2*time.Minute, 100*time.Millisecond, "the Lark card is updated in place")
 
-	// Change the budget through preview → confirm.
+	// Change the quota through preview → confirm.
 	browse(t, owner, "preview a budget of 50", chromedp.Navigate(s.url+"/web/goals/docs"),
 		chromedp.WaitVisible(chromedp.CSS(`#f-slots`)), fill(`#f-slots`, "50"),
 		chromedp.Click(chromedp.CSS(`form.settings button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`table.diff`)))
 	text = bodyText(t, owner)
-	require.Contains(t, text, "turns per window")
+	require.Contains(t, text, "Turns per window", "the setting starts with a capital, like every label")
 	require.Contains(t, text, "quota 12 of 12 left in 24 h → 50 of 50 in 24 h")
 	screenshot(t, owner, shots, "preview")
 	require.Equal(t, float64(12), s.ok(t, admin, "goal", "show", "--goal-id", "docs")["allowed_slots"], "nothing applies before Confirm")

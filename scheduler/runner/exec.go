@@ -126,7 +126,8 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 		cmd.Stdin = strings.NewReader(packet.Prompt)
 	}
 	tail := newTail(e.tailBytes())
-	notes, notesDone := e.progress(ctx, job.Turn.ID)
+	secrets := append(envSecrets(settings.Env), token)
+	notes, notesDone := e.progress(ctx, job.Turn.ID, secrets)
 	out := &markedLines{next: tail, notes: notes}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -165,12 +166,12 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 	close(notes)
 	<-notesDone
 
-	res := scheduler.Result{LogTail: redact(tail.String(), append(envSecrets(settings.Env), token)...)}
+	res := scheduler.Result{LogTail: redact(tail.String(), secrets...)}
 	switch {
 	case stop != nil:
-		res.State, res.Outcome = store.TurnStopped, why+"; process group killed"
+		res.State, res.Outcome = store.TurnStopped, why+"; "+store.OutcomeKilled
 	case why != "":
-		res.State, res.Outcome = store.TurnFailed, why+"; process group killed"
+		res.State, res.Outcome = store.TurnFailed, why+"; "+store.OutcomeKilled
 	case err == nil:
 		res.State, res.Outcome = store.TurnOK, "exit 0"
 	default:
@@ -247,8 +248,9 @@ type NoteSink interface {
 
 // progress returns the channel marked lines go to; a goroutine owned by the turn writes them
 // as notes (in order; a burst beyond the buffer drops the oldest waiting ones, the card only
-// shows the latest anyway) until the channel is closed.
-func (e *Exec) progress(ctx context.Context, turnID int64) (chan string, <-chan struct{}) {
+// shows the latest anyway) until the channel is closed. A note is redacted like the log tail:
+// the progress card shows it to the whole chat.
+func (e *Exec) progress(ctx context.Context, turnID int64, secrets []string) (chan string, <-chan struct{}) {
 	ch := make(chan string, 32)
 	done := make(chan struct{})
 	go func() {
@@ -259,7 +261,7 @@ func (e *Exec) progress(ctx context.Context, turnID int64) (chan string, <-chan 
 			}
 			// The note outlives a stop or a timeout of the turn by a moment: record it anyway.
 			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			if err := e.Notes.AddTurnNoteByID(nctx, turnID, text); err != nil && e.Logger != nil {
+			if err := e.Notes.AddTurnNoteByID(nctx, turnID, redact(text, secrets...)); err != nil && e.Logger != nil {
 				e.Logger.Warn("record progress note", "turn_id", turnID, "err", err)
 			}
 			cancel()

@@ -422,6 +422,18 @@ func TestRedactFindsEncodingsAndPieces(t *testing.T) {
 		require.NotContains(t, out, "word+secret", in)
 		require.Contains(t, out, runner.Redacted, in)
 	}
+	// Inside a longer base64 text, at each of the three offsets (an HTTP Basic header is
+	// base64 of "user:secret"): only the characters at its ends that mix in the bytes around
+	// it are left, never enough to read a piece of it back.
+	for _, around := range []string{"user:" + s, "ab:" + s + "\n", "x" + s + "yz"} {
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			in := "Authorization: Basic " + enc.EncodeToString([]byte(around))
+			out := runner.Redact(in, s)
+			require.Contains(t, out, runner.Redacted, in)
+			rest := strings.TrimPrefix(out, "Authorization: Basic ")
+			require.LessOrEqual(t, len(rest)-len(runner.Redacted), 12, "%s: %s", in, out)
+		}
+	}
 	// A tail cut inside the secret loses the piece it starts with.
 	require.Equal(t, runner.Redacted+" rest", runner.Redact("word+secret== rest", s))
 	// Short values are left alone: they would blank out ordinary words.

@@ -263,3 +263,186 @@ func TestQuietDigests(t *testing.T) {
 	require.Len(t, res.Outbox, 1)
 	require.Contains(t, res.Message.Content, "Quiet for 2 d before this report")
 }
+
+// Progress notes are what an exec agent printed too, and the progress card shows them to the
+// whole chat: the secrets the runner handed the turn are redacted from them like from its
+// log tail.
+func TestProgressNotesAreRedacted(t *testing.T) {
+	t.Parallel()
+	const key = "sk-live-5d1e0b7a93c24f68"
+	agent := script(t, `echo "::progress:: calling the API with $API_KEY"
+echo "::progress:: as $(printf '%s' "$API_KEY" | base64)"
+echo "::progress:: token $LOOPX_TOKEN"
+echo done`)
+	b := setupWork(t, store.RunnerExec, runner.ExecSettings{Argv: []string{"/bin/sh", agent}, Env: map[string]string{"API_KEY": key}}, nil)
+	b.fire(t)
+	b.sched.Wait()
+	turns := b.turns(t)
+	require.Len(t, turns, 1)
+	rows, err := b.st.DB().Query(t.Context(), `SELECT text FROM turn_note WHERE turn_id = $1 ORDER BY id`, turns[0].id)
+	require.NoError(t, err)
+	var notes []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		notes = append(notes, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"calling the API with " + runner.Redacted, "as " + runner.Redacted, "token " + runner.Redacted}, notes)
+	_, err = b.sched.TurnCards(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, b.count(t, `SELECT count(*) FROM outbox WHERE content LIKE '%' || $1 || '%' OR content LIKE '%lxt\_%'`, key[3:]),
+		"no card shows the key or the turn token")
+}
+
+// A live progress card changes in place at most once per scheduler.CardRefresh in its chat,
+// however many notes come; its last update, the outcome, waits its turn too.
+func TestProgressCardRefreshesAtMostEveryFiveSeconds(t *testing.T) {
+	t.Parallel()
+	b := setupWork(t, store.RunnerExec, runner.ExecSettings{Argv: []string{"/bin/true"}}, nil)
+	ctx := t.Context()
+	host := store.Meta{Actor: "agent:g/a1", Surface: "api"}
+	tu, err := b.st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "g", AgentID: "a1", InstanceID: "t-mcp", TodoID: b.todo.ID,
+		Via: "mcp", Meta: host})
+	require.NoError(t, err)
+	sweep := func() {
+		t.Helper()
+		_, err := b.sched.TurnCards(ctx)
+		require.NoError(t, err)
+	}
+	note := func(text string) {
+		t.Helper()
+		_, err := b.st.AddTurnNote(ctx, store.TurnNoteParams{GoalID: "g", AgentID: "a1", Text: text, Meta: host})
+		require.NoError(t, err)
+	}
+	card, err := store.GetOutboxByKey(ctx, b.st.DB(), store.TurnCardKey(tu.ID, "oc_room"))
+	require.NoError(t, err)
+	require.Zero(t, card.ID, "no card before the sweep")
+	sweep()
+	card, err = store.GetOutboxByKey(ctx, b.st.DB(), store.TurnCardKey(tu.ID, "oc_room"))
+	require.NoError(t, err)
+	require.NotZero(t, card.ID, "an MCP turn gets a progress card by default")
+	updates := func() int {
+		return b.count(t, `SELECT count(*) FROM outbox WHERE kind = 'card_update' AND update_of = $1`, card.ID)
+	}
+	last := func() string {
+		t.Helper()
+		var content string
+		require.NoError(t, b.st.DB().QueryRow(ctx, `SELECT content FROM outbox WHERE kind = 'card_update' AND update_of = $1
+			ORDER BY id DESC LIMIT 1`, card.ID).Scan(&content))
+		return content
+	}
+
+	note("step 1")
+	b.clock.Add(time.Second)
+	sweep()
+	require.Zero(t, updates(), "1 s after the card was posted: not yet")
+	b.clock.Add(scheduler.CardRefresh - time.Second)
+	sweep()
+	require.Equal(t, 1, updates(), "5 s after: the note is shown")
+	require.Contains(t, last(), "step 1")
+
+	for i := 2; i <= 6; i++ { // a burst of notes within one refresh
+		note("step " + strconv.Itoa(i))
+		b.clock.Add(500 * time.Millisecond)
+		sweep()
+	}
+	require.Equal(t, 1, updates(), "notes within 5 s of the last update wait")
+	b.clock.Add(scheduler.CardRefresh)
+	sweep()
+	require.Equal(t, 2, updates(), "then one update shows them all")
+	require.Contains(t, last(), "step 6")
+	sweep()
+	require.Equal(t, 2, updates(), "nothing new: no update")
+
+	_, err = b.st.AddEvidence(ctx, store.AddEvidenceParams{GoalID: "g", AgentID: "a1", TurnID: tu.ID, Kind: "note",
+		Summary: "wrote the parser", Meta: host})
+	require.NoError(t, err)
+	_, err = b.st.EndTurn(ctx, store.EndTurnParams{GoalID: "g", AgentID: "a1", InstanceID: "t-mcp", State: store.TurnOK,
+		Outcome: "parser done", Meta: host})
+	require.NoError(t, err)
+	b.clock.Add(time.Second)
+	sweep()
+	require.Equal(t, 2, updates(), "the outcome waits for the chat's spacing too")
+	b.clock.Add(scheduler.CardRefresh)
+	sweep()
+	require.Equal(t, 3, updates(), "then the card ends with the outcome")
+	require.Contains(t, last(), "Done · a1 · #g")
+	require.Contains(t, last(), "parser done")
+	require.Contains(t, last(), "wrote the parser")
+	b.clock.Add(time.Minute)
+	sweep()
+	require.Equal(t, 3, updates(), "an ended card is never updated again")
+}
+
+// A failed, timed-out or empty turn each gets one failure card saying what went wrong: an
+// empty exec turn says it produced nothing, a host's failed turn shows its error (it has no
+// log), a turn whose lease ran out says it timed out; each with owner-only [Retry now]
+// [Pause agent].
+func TestFailureCardsSayWhatWentWrong(t *testing.T) {
+	t.Parallel()
+	idle := script(t, `echo "looked around"; exit 0`)
+	b := setupWork(t, store.RunnerExec, runner.ExecSettings{Argv: []string{"/bin/sh", idle}}, nil)
+	ctx := t.Context()
+	for _, id := range []string{"host", "gone"} {
+		_, err := b.st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "g", AgentID: id, Meta: admin})
+		require.NoError(t, err)
+	}
+	cardOf := func(turnID int64) string {
+		t.Helper()
+		var content string
+		require.NoError(t, b.st.DB().QueryRow(ctx, `SELECT o.content FROM outbox o
+			WHERE o.dedupe_key = $1 OR o.update_of = (SELECT id FROM outbox WHERE dedupe_key = $1)
+			ORDER BY o.id DESC LIMIT 1`, store.TurnCardKey(turnID, "oc_room")).Scan(&content))
+		return content
+	}
+	cards := func(turnID int64) int {
+		return b.count(t, `SELECT count(*) FROM outbox WHERE dedupe_key = $1`, store.TurnCardKey(turnID, "oc_room"))
+	}
+
+	// An exec turn that exits 0 with no evidence and no progress produced nothing.
+	b.fire(t)
+	b.sched.Wait()
+	turns := b.turns(t)
+	require.Len(t, turns, 1)
+	require.Equal(t, store.TurnOK, turns[0].state)
+	b.clock.Add(scheduler.CardRefresh)
+	_, err := b.sched.TurnCards(ctx)
+	require.NoError(t, err)
+	empty := cardOf(turns[0].id)
+	require.Contains(t, empty, "Nothing produced · a1 · #g")
+	require.Contains(t, empty, "The turn ended without evidence or progress.")
+	require.Contains(t, empty, `"action":"retry"`)
+	require.Contains(t, empty, `"action":"pause"`)
+
+	// A host's turn that failed: its error stands where a log would.
+	hostMeta := store.Meta{Actor: "agent:g/host", Surface: "api"}
+	ht, err := b.st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "g", AgentID: "host", InstanceID: "t-host", Via: "cli", Meta: hostMeta})
+	require.NoError(t, err)
+	_, err = b.st.EndTurn(ctx, store.EndTurnParams{GoalID: "g", AgentID: "host", InstanceID: "t-host", State: store.TurnFailed,
+		Outcome: "the model API answered 529: overloaded", Meta: hostMeta})
+	require.NoError(t, err)
+	// A turn whose host vanished: its lease runs out.
+	gt, err := b.st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "g", AgentID: "gone", InstanceID: "t-gone", Via: "cli",
+		Lease: time.Minute, Meta: store.Meta{Actor: "agent:g/gone", Surface: "api"}})
+	require.NoError(t, err)
+	b.clock.Add(2 * time.Minute)
+	expired, err := b.st.ExpireTurns(ctx)
+	require.NoError(t, err)
+	require.Len(t, expired, 1)
+	for range 2 { // a second sweep (another replica) posts nothing more
+		_, err = b.sched.TurnCards(ctx)
+		require.NoError(t, err)
+	}
+	failed := cardOf(ht.ID)
+	require.Contains(t, failed, "Failed · host · #g")
+	require.Contains(t, failed, "**Error**")
+	require.Contains(t, failed, "the model API answered 529: overloaded")
+	require.Contains(t, failed, `"action":"retry"`)
+	timedOut := cardOf(gt.ID)
+	require.Contains(t, timedOut, "Abandoned · gone · #g")
+	require.Contains(t, timedOut, "its lease ran out with no word from the agent")
+	require.Contains(t, timedOut, `"action":"pause"`)
+	require.Equal(t, 1, cards(ht.ID), "one card per turn")
+	require.Equal(t, 1, cards(gt.ID), "one card per turn")
+}
