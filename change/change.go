@@ -191,10 +191,34 @@ func (k *Kernel) propose(ctx context.Context, tx *store.Tx, who store.Person, m 
 	if err != nil {
 		return store.Proposal{}, fmt.Errorf("encode proposal parameters: %w", err)
 	}
-	return store.InsertProposal(ctx, tx, store.ProposalInsert{
+	var superseded *store.Proposal
+	if req.Kind == store.ProposalGoalDone {
+		// One proposal to finish a goal waits at a time: a new one (with its reason) takes the
+		// place of the one waiting, which goes stale and names its successor.
+		old, found, err := store.ReadyDoneProposal(ctx, tx, g.ID)
+		if err != nil {
+			return store.Proposal{}, err
+		}
+		if found {
+			if old, err = store.SettleProposal(ctx, tx, store.SettleProposalParams{ID: old.ID, State: store.ProposalStale,
+				DecidedBy: m.Actor, Reason: "a newer proposal to finish the goal replaces it", Now: now}); err != nil {
+				return store.Proposal{}, err
+			}
+			superseded = &old
+		}
+	}
+	p, err := store.InsertProposal(ctx, tx, store.ProposalInsert{
 		GoalID: req.GoalID, AgentID: req.AgentID, Kind: req.Kind, Params: params, Diff: c.diff,
 		Effects: c.effects, GoalVersion: g.Version, Need: need, ProposedBy: m.Actor, Surface: m.Surface, Now: now,
 	})
+	if err != nil || superseded == nil {
+		return p, err
+	}
+	old, err := store.SetProposalSuccessor(ctx, tx, superseded.ID, p.ID)
+	if err != nil {
+		return store.Proposal{}, err
+	}
+	return p, k.cards(ctx, tx, old)
 }
 
 type confirmReq struct {

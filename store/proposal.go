@@ -180,6 +180,16 @@ func ListDefaultsProposals(ctx context.Context, db DB, state string, limit int) 
 	return collect(rows, "list defaults proposals", scanProposal)
 }
 
+// SetProposalSuccessor records that a stale proposal was replaced by successor.
+func SetProposalSuccessor(ctx context.Context, db DB, id, successor int64) (Proposal, error) {
+	p, err := scanProposal(db.QueryRow(ctx, `UPDATE proposal SET successor_id = $2 WHERE id = $1 AND state = 'stale'
+		RETURNING `+proposalCols, id, successor))
+	if err != nil {
+		return Proposal{}, fmt.Errorf("record successor: %w", mapErr(err))
+	}
+	return p, nil
+}
+
 // ReadyDoneProposal returns the goal's proposal to finish it that awaits confirmation, if
 // any (found false otherwise).
 func ReadyDoneProposal(ctx context.Context, db DB, goalID string) (Proposal, bool, error) {
