@@ -193,44 +193,26 @@ func (pc ProposalCards) Announce(ctx context.Context, db store.DB, p store.Propo
 	if err != nil {
 		return fmt.Errorf("announce proposal: %w", err)
 	}
-	binds, err := store.ListGoalBindings(ctx, db, p.GoalID)
+	to, err := audience(ctx, db, goal, pc.defaultLang)
 	if err != nil {
 		return fmt.Errorf("announce proposal: %w", err)
 	}
-	post := func(lang, idType, to, replyTo string) error {
-		r, err := pc.Card(lang, p, p.CreatedAt)
+	for _, a := range to {
+		r, err := pc.Card(a.Lang, p, p.CreatedAt)
 		if err != nil {
 			return err
 		}
 		id, _, err := store.InsertOutbox(ctx, db, store.OutboxInsert{
-			DedupeKey: store.ProposalCardKey(p.ID, to), Kind: r.Kind, ReceiveIDType: idType, ReceiveID: to,
-			ReplyTo: replyTo, ReplyInThread: replyTo != "", Content: r.Content, GoalID: p.GoalID,
+			DedupeKey: store.ProposalCardKey(p.ID, a.ReceiveID), Kind: r.Kind, ReceiveIDType: a.ReceiveIDType,
+			ReceiveID: a.ReceiveID, ReplyTo: a.ReplyTo, ReplyInThread: a.ReplyTo != "", Content: r.Content, GoalID: p.GoalID,
 		})
-		if err != nil || r.Kind != templates.KindCard {
-			return err
-		}
-		return store.AddProposalCard(ctx, db, p.ID, id)
-	}
-	seen := map[string]bool{}
-	for _, b := range binds { // whole-chat bindings sort first: one card per chat
-		if seen[b.ChatID] {
-			continue
-		}
-		seen[b.ChatID] = true
-		lang, err := ChatLang(ctx, db, b.ChatID, goal, pc.defaultLang)
 		if err != nil {
 			return err
 		}
-		if err := post(lang, "chat_id", b.ChatID, b.ThreadRoot); err != nil {
-			return err
-		}
-	}
-	if len(seen) > 0 {
-		return nil
-	}
-	for _, owner := range goal.Owners {
-		if err := post(GoalLang(goal, pc.defaultLang), "open_id", owner, ""); err != nil {
-			return err
+		if r.Kind == templates.KindCard {
+			if err := store.AddProposalCard(ctx, db, p.ID, id); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
