@@ -125,15 +125,10 @@ func (s *server) turnPrompt(ctx context.Context, task string) (string, error) {
 	if err := s.peek(ctx, "turn prompt", &d); err != nil {
 		return "", err
 	}
-	data := map[string]any{
-		"AgentID": s.agent, "GoalID": s.goal, "GoalTitle": goal.Title, "TurnInstanceID": "", "Deadline": "",
-		"Objective": goal.Objective, "Action": d.EffectiveAction, "Reason": d.Reason, "NextAction": d.NextAction,
-		"TodoID": int64(0), "TodoPriority": 0, "TodoText": "",
-		"InboxPending": d.Inbox.Pending, "InboxSteer": d.Inbox.Steer, "GatesOpen": len(d.Gates.Open),
-		"Commands": []string(nil), "Via": "mcp",
-	}
-	if d.SelectedTodo != nil {
-		data["TodoID"], data["TodoPriority"], data["TodoText"] = d.SelectedTodo.ID, d.SelectedTodo.Priority, d.SelectedTodo.Text
+	data := d.PromptData()
+	for k, v := range map[string]any{"AgentID": s.agent, "GoalID": s.goal, "GoalTitle": goal.Title, "TurnInstanceID": "",
+		"Deadline": "", "Objective": goal.Objective, "Commands": []string(nil), "Via": "mcp"} {
+		data[k] = v
 	}
 	text, err := s.tpl.Text(goal.Lang, "turn_prompt", data)
 	if err != nil {

@@ -129,16 +129,11 @@ func (b Base) prepare(ctx context.Context, job scheduler.Job, deadline time.Time
 		p.Files = files
 	}
 	d := job.Decision
-	data := map[string]any{
-		"AgentID": p.AgentID, "GoalID": p.GoalID, "GoalTitle": goal.Title, "TurnInstanceID": p.TurnInstanceID,
-		"Deadline": deadline.UTC().Format(time.RFC3339), "Objective": goal.Objective,
-		"Action": d.EffectiveAction, "Reason": d.Reason, "NextAction": d.NextAction,
-		"TodoID": int64(0), "TodoPriority": 0, "TodoText": "",
-		"InboxPending": d.Inbox.Pending, "InboxSteer": d.Inbox.Steer, "GatesOpen": len(d.Gates.Open),
-		"Commands": p.Commands, "Via": "cli",
-	}
-	if d.SelectedTodo != nil {
-		data["TodoID"], data["TodoPriority"], data["TodoText"] = d.SelectedTodo.ID, d.SelectedTodo.Priority, d.SelectedTodo.Text
+	data := d.PromptData()
+	for k, v := range map[string]any{"AgentID": p.AgentID, "GoalID": p.GoalID, "GoalTitle": goal.Title,
+		"TurnInstanceID": p.TurnInstanceID, "Deadline": deadline.UTC().Format(time.RFC3339), "Objective": goal.Objective,
+		"Commands": p.Commands, "Via": "cli"} {
+		data[k] = v
 	}
 	p.Prompt, err = b.Templates.Text(goal.Lang, "turn_prompt", data)
 	if err != nil {
