@@ -221,7 +221,7 @@ type FileGetOut struct {
 type RefreshStateIn struct {
 	NextAction     string      `json:"next_action,omitempty" jsonschema:"what the next turn should do first"`
 	TurnInstanceID string      `json:"turn_instance_id,omitempty" jsonschema:"the turn; default this session's turn"`
-	Handoff        *HandoffArg `json:"handoff,omitempty" jsonschema:"end the turn with a handoff when work remains: what was done, what is next, for whom (default your own next turn)"`
+	Handoff        *HandoffArg `json:"handoff,omitempty" jsonschema:"a handoff, when work remains: what was done, what is next, for whom (default your own next turn)"`
 }
 
 // HandoffArg is the handoff a turn ends with.
@@ -304,7 +304,7 @@ func (s *server) addTools(srv *sdk.Server) error {
 		addTool(s.shared, srv, &sdk.Tool{Name: "inbox_reply", Annotations: write(),
 			Description: "Answer a drained message in the chat and thread it came from."}, s.inboxReply),
 		addTool(s.shared, srv, &sdk.Tool{Name: "refresh_state", Annotations: write(),
-			Description: "Record what the next turn should do first (quota-neutral), and, when work remains, end the turn with a handoff: what was done, what is next, for whom. Call it before spend_slot."}, s.refreshState),
+			Description: "Record what the next turn should do first (quota-neutral) and, when work remains, a handoff: what was done, what is next, for whom (this agent's next turn or another agent). Call it before spend_slot."}, s.refreshState),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_handoff", Annotations: write(),
 			Description: "Hand a todo to another agent (or your own next turn) with what was done and what is next: its claim moves to the receiver, whose should_run carries the handoff as its continuation."}, s.todoHandoff),
 		addTool(s.shared, srv, &sdk.Tool{Name: "acknowledge", Annotations: write(),
