@@ -171,6 +171,12 @@ func TestEvidenceNamingCriteriaFinishesTheTodo(t *testing.T) {
 		"criteria": []string{"tests pass", "docs: the README shows an example"}})
 	require.Equal(t, []string{"c1", "docs"}, store.CriterionIDs(todo.Todo.Criteria))
 
+	p, err := c.GetPrompt(t.Context(), &sdk.GetPromptParams{Name: "turn"})
+	require.NoError(t, err)
+	prompt := p.Messages[0].Content.(*sdk.TextContent).Text
+	for _, want := range []string{"change only: src/**", "never touch: deploy/**", "g1: the release is tagged", "c1: tests pass", "docs: the README shows an example"} {
+		require.Contains(t, prompt, want, "the turn prompt says the contract")
+	}
 	d := ok[mcp.ShouldRunOut](t, c, "should_run", map[string]any{"todo_id": todo.Todo.ID})
 	require.True(t, d.ShouldRun, d.NextStep)
 	require.Len(t, d.SelectedTodo.Criteria, 2)
