@@ -180,8 +180,7 @@ func (a *app) defaultsCommand() *cobra.Command {
 	}
 	show := &cobra.Command{
 		Use: "show", Short: "Show the machine defaults and how many goals follow each", Args: cobra.NoArgs,
-		Example: `  loopx defaults show
-  loopx defaults show --format json`,
+		Example: `  loopx defaults show --format json`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return a.call(c, http.MethodGet, "/v1/defaults", nil, nil, printDefaults)
 		},
