@@ -160,6 +160,7 @@ func gateData(ctx context.Context, db store.DB, goal store.Goal, g store.Gate) (
 		}
 		data["Host"], data["Tool"], data["Summary"] = g.Request.Host, g.Request.Tool, g.Request.Summary
 		data["Folder"], data["Turn"], data["Until"] = g.Request.Folder, g.Request.Turn, until
+		data["Outside"] = g.Request.Outside // paths outside the goal's scope: the card says so
 		data["Expired"] = store.PermissionExpired(g)
 	}
 	return data, nil

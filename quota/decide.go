@@ -47,8 +47,13 @@ const maxStep = 16
 // Decide is the should-run decision: a pure function of the snapshot and the clock. The order
 // is LoopX's: paused, (stop: the live turn was stopped; held: the agent is held), busy,
 // throttled, inbox, (monitor-only), waiting for an owner gate, idle, stalled, eligible. The
-// first that applies wins.
-func Decide(in Input, now time.Time) Decision {
+// first that applies wins. The todo a continuation hands the agent comes before the
+// highest-priority one.
+func Decide(in Input, now time.Time) Decision { return decide(in, now, false) }
+
+// decide is Decide; pinned: in.Runnable[0] is the todo the caller named (should-run's
+// todo_id), which no continuation displaces.
+func decide(in Input, now time.Time, pinned bool) Decision {
 	d := Decision{
 		OK: true, Mode: "should-run", GoalID: in.Goal.ID, AgentID: in.Agent.ID,
 		Decision: "skip", NextAction: in.NextAction,
@@ -86,8 +91,11 @@ func Decide(in Input, now time.Time) Decision {
 	var top *store.Todo
 	if len(in.Runnable) > 0 {
 		top = &in.Runnable[0]
-		// The todo a continuation hands this agent comes first.
+		// The todo a continuation hands this agent comes first, unless the caller named one.
 		for _, c := range in.Continuations {
+			if pinned {
+				break
+			}
 			if i := slices.IndexFunc(in.Runnable, func(t store.Todo) bool { return t.ID == c.TodoID }); c.TodoID != 0 && i >= 0 {
 				top = &in.Runnable[i]
 				break

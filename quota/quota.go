@@ -208,7 +208,7 @@ func decideFor(ctx context.Context, tx store.DB, snap Input, p ShouldRunParams, 
 		}
 		snap.Runnable = pinned
 	}
-	d := Decide(snap, now)
+	d := decide(snap, now, todoErr == nil)
 	if todoErr != nil && (d.ShouldRun || d.State == StateIdle || d.State == StateStalled) {
 		return Decision{}, todoErr
 	}

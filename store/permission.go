@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +42,12 @@ type PermissionRequest struct {
 	Summary string `json:"summary"` // its arguments, readable and short
 	Folder  string `json:"folder"`  // where the host runs
 	Turn    string `json:"turn"`    // the LoopX turn instance, else the host's session
+	// Paths are the files the tool writes, relative to the project folder with forward
+	// slashes (../ when it leaves the folder), as the hook read them from its arguments.
+	Paths []string `json:"paths,omitempty"`
+	// Outside lists the paths outside the goal's editable ones; AskPermission sets it (what
+	// a client sends is replaced) and the card names them.
+	Outside []string `json:"outside,omitempty"`
 }
 
 // AskPermissionParams asks the goal's owners whether agent may run a tool.
@@ -56,9 +63,12 @@ type AskPermissionParams struct {
 // PermissionAnswer is what AskPermission decided, or the gate that asks.
 type PermissionAnswer struct {
 	Decision string `json:"decision"` // allow | deny | ask
-	// Reason: rule_allow, rule_deny (the goal's policy), turn_allowed (an owner allowed the
-	// tool for this turn), asked (a gate is open).
-	Reason    string     `json:"reason"`
+	// Reason: rule_allow, rule_deny (the goal's policy), scope_protected (a path the goal's
+	// scope protects), turn_allowed (an owner allowed the tool for this turn), asked (a gate
+	// is open).
+	Reason string `json:"reason"`
+	// Protected lists the paths the goal's scope protects (reason scope_protected).
+	Protected []string   `json:"protected,omitempty"`
 	Gate      *Gate      `json:"gate,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
@@ -94,7 +104,41 @@ func checkPermissionRequest(r PermissionRequest) error {
 			return err
 		}
 	}
+	if len(r.Paths) > maxRequestPaths {
+		return Errorf(ErrInvalid, "paths", "lists %d paths; at most %d", len(r.Paths), maxRequestPaths)
+	}
+	for _, p := range r.Paths {
+		if err := checkText("paths", p, 1000, true); err != nil {
+			return err
+		}
+		if strings.ContainsAny(p, "\x00\n\r") {
+			return Errorf(ErrInvalid, "paths", "%q is not a path", clip(p))
+		}
+	}
 	return nil
+}
+
+// maxRequestPaths bounds the files one permission request names (a patch of many files).
+const maxRequestPaths = 200
+
+// requestScope sorts the paths a request writes by the goal's scope: those it protects and
+// those outside its editable paths. A path that leaves the project folder is outside
+// whenever the goal lists editable paths.
+func requestScope(s Scope, paths []string) (protected, outside []string) {
+	for _, p := range paths {
+		clean := path.Clean(strings.ReplaceAll(p, "\\", "/"))
+		where := ScopeOf(s, clean)
+		if where != "protected" && len(s.Editable) > 0 && (clean == ".." || strings.HasPrefix(clean, "../") || strings.HasPrefix(clean, "/")) {
+			where = "outside"
+		}
+		switch where {
+		case "protected":
+			protected = append(protected, p)
+		case "outside":
+			outside = append(outside, p)
+		}
+	}
+	return protected, outside
 }
 
 // toolMatches: a rule names a tool exactly, or a prefix ending in *.
@@ -133,18 +177,28 @@ func (s *Store) AskPermission(ctx context.Context, p AskPermissionParams) (Permi
 			return PermissionAnswer{}, Audit{}, err
 		}
 		detail := map[string]any{"agent_id": p.AgentID, "tool": p.Request.Tool, "turn": p.Request.Turn}
-		decided := func(decision, reason string) (PermissionAnswer, Audit, error) {
+		if len(p.Request.Paths) > 0 {
+			detail["paths"] = p.Request.Paths
+		}
+		decided := func(decision, reason string, protected []string) (PermissionAnswer, Audit, error) {
 			detail["decision"], detail["reason"] = decision, reason
-			return PermissionAnswer{Decision: decision, Reason: reason},
+			return PermissionAnswer{Decision: decision, Reason: reason, Protected: protected},
 				Audit{GoalID: goal.ID, Target: AgentTarget(goal.ID, p.AgentID), Detail: auditDetail(detail)}, nil
 		}
+		// The scope speaks of paths, the rules of tools: a protected path is denied even for
+		// an allowed tool, and a path outside the editable ones is always asked.
+		protected, outside := requestScope(goal.Scope(), p.Request.Paths)
+		p.Request.Outside = outside
 		switch {
 		case toolMatches(pol.DenyTools, p.Request.Tool):
-			return decided(PermitDeny, "rule_deny")
+			return decided(PermitDeny, "rule_deny", nil)
+		case len(protected) > 0:
+			return decided(PermitDeny, "scope_protected", protected)
+		case len(outside) > 0:
 		case toolMatches(pol.AllowTools, p.Request.Tool):
-			return decided(PermitAllow, "rule_allow")
+			return decided(PermitAllow, "rule_allow", nil)
 		}
-		if p.Request.Turn != "" {
+		if p.Request.Turn != "" && len(outside) == 0 {
 			var n int
 			err := tx.QueryRow(ctx, `SELECT count(*) FROM gate
 				WHERE goal_id = $1 AND agent_id = $2 AND kind = 'permission' AND answer = 'allow_turn'
@@ -153,7 +207,7 @@ func (s *Store) AskPermission(ctx context.Context, p AskPermissionParams) (Permi
 				return PermissionAnswer{}, Audit{}, fmt.Errorf("read earlier answers: %w", mapErr(err))
 			}
 			if n > 0 {
-				return decided(PermitAllow, "turn_allowed")
+				return decided(PermitAllow, "turn_allowed", nil)
 			}
 		}
 		expires := now.Add(time.Duration(pol.TimeoutSeconds) * time.Second)

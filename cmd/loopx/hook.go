@@ -104,6 +104,15 @@ func (a *app) permissionHook(ctx context.Context, host string, hostTimeout time.
 	goal, agent := opts.GoalID, opts.AgentID
 	req := store.PermissionRequest{Host: host, Tool: in.ToolName, Summary: summarize(in.ToolName, in.ToolInput),
 		Folder: in.Cwd, Turn: hookTurn(ctx, c, goal, agent, in)}
+	if paths := writtenPaths(in.ToolName, in.ToolInput); len(paths) > 0 {
+		// The server checks them against the goal's scope, whose patterns are relative to
+		// the project folder (the connection's; the host's folder without one).
+		root, _, found, _ := a.connection()
+		if !found {
+			root = cmpDir(in.Cwd, a.dir)
+		}
+		req.Paths = projectPaths(root, in.Cwd, paths)
+	}
 	var ans store.PermissionAnswer
 	err = c.DoJSON(ctx, client.Request{Method: http.MethodPost, Path: client.GoalPath(goal, "permissions"),
 		Body: api.PermissionBody{AgentID: agent, PermissionRequest: req}, IdempotencyKey: a.key()}, &ans)
@@ -115,6 +124,11 @@ func (a *app) permissionHook(ctx context.Context, host string, hostTimeout time.
 	case store.PermitAllow:
 		return a.writeHookDecision(store.PermitAllow, "", host, in.ToolName, false)
 	case store.PermitDeny:
+		if ans.Reason == "scope_protected" {
+			return a.writeHookDecision(store.PermitDeny, fmt.Sprintf("The goal %q's scope protects %s, so LoopX denies writing there without asking its owners. "+
+				"Do not change those files another way (another tool, a shell command); leave them as they are and tell the user if the work needs them changed "+
+				"(an owner can change the scope).", goal, strings.Join(ans.Protected, ", ")), host, in.ToolName, false)
+		}
 		return a.writeHookDecision(store.PermitDeny, fmt.Sprintf("The goal %q's rules deny %s without asking; do not try it another way. Tell the user if the work needs it.", goal, in.ToolName), host, in.ToolName, false)
 	}
 	g := *ans.Gate
