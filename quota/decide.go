@@ -72,7 +72,11 @@ func decide(in Input, now time.Time, pinned bool) Decision {
 
 	d.Contract = contractOf(in)
 	if len(in.Continuations) > 0 {
+		// Work someone else handed over is shown before a note to the agent's own next turn.
 		c := in.Continuations[0]
+		if h := handedOver(in); h != nil {
+			c = *h
+		}
 		d.Continuation, d.ContinuationsPending = &c, len(in.Continuations)
 	}
 	if r := in.Replan; r != nil {
