@@ -15,6 +15,8 @@ type EvidenceBody struct {
 	Kind    string `json:"kind,omitempty"`
 	Summary string `json:"summary"`
 	Ref     string `json:"ref,omitempty"`
+	// Criteria are the acceptance criteria (the todo's or the goal's ids) it meets.
+	Criteria []string `json:"criteria,omitempty"`
 	// File is a deliverable attached to the evidence (base64); see FileBody.
 	File *FileBody `json:"file,omitempty"`
 }
@@ -37,7 +39,7 @@ func (s *Server) addEvidence(ctx context.Context, r *request) (int, any, error) 
 	}
 	e, err := s.st.AddEvidence(ctx, store.AddEvidenceParams{
 		GoalID: r.PathValue("goal"), AgentID: agent, TodoID: b.TodoID, TurnID: b.TurnID,
-		Kind: b.Kind, Summary: b.Summary, Ref: b.Ref, File: file, Meta: r.meta(),
+		Kind: b.Kind, Summary: b.Summary, Ref: b.Ref, Criteria: b.Criteria, File: file, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err

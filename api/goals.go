@@ -32,6 +32,37 @@ type GoalBody struct {
 	BreakerFailures *Setting `json:"breaker_failures,omitempty"` // 0 (off) to 100
 	ProgressCard    *Setting `json:"progress_card,omitempty"`    // true | false
 	QuietDigests    *Setting `json:"quiet_digests,omitempty"`    // true | false
+	// The gate reminder ladder ("30,60,120", or "default") and from which reminder owners
+	// get it directly.
+	ReminderMinutes       *string `json:"reminder_minutes,omitempty"`
+	ReminderEscalateAfter *int    `json:"reminder_escalate_after,omitempty"`
+	// Defaults names settings to put back to the machine default (PATCH).
+	Defaults []string `json:"defaults,omitempty"`
+	// The contract: scope, capabilities the goal grants, acceptance criteria.
+	ScopeEditable      *[]string `json:"scope_editable,omitempty"`
+	ScopeProtected     *[]string `json:"scope_protected,omitempty"`
+	ScopeNotes         *string   `json:"scope_notes,omitempty"`
+	Capabilities       *[]string `json:"capabilities,omitempty"`
+	AddCapabilities    []string  `json:"add_capabilities,omitempty"`
+	RemoveCapabilities []string  `json:"remove_capabilities,omitempty"`
+	Criteria           *Criteria `json:"criteria,omitempty"`
+	AddCriteria        Criteria  `json:"add_criteria,omitempty"`
+	RemoveCriteria     []string  `json:"remove_criteria,omitempty"`
+}
+
+// Change is the goal change a PATCH body asks for.
+func (b GoalBody) Change() change.GoalChange {
+	return change.GoalChange{
+		Title: b.Title, Objective: b.Objective, Owners: b.Owners, Members: b.Members,
+		WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots,
+		HeartbeatSpec: b.HeartbeatSpec, HeartbeatTZ: b.HeartbeatTZ,
+		ReportSpec: b.ReportSpec, ReportTZ: b.ReportTZ, Lang: b.Lang, StallTurns: b.StallTurns,
+		BreakerFailures: b.BreakerFailures.str(), ProgressCard: b.ProgressCard.str(), QuietDigests: b.QuietDigests.str(),
+		ReminderMinutes: b.ReminderMinutes, ReminderEscalateAfter: b.ReminderEscalateAfter, Defaults: b.Defaults,
+		ScopeEditable: b.ScopeEditable, ScopeProtected: b.ScopeProtected, ScopeNotes: b.ScopeNotes,
+		Capabilities: b.Capabilities, AddCapabilities: b.AddCapabilities, RemoveCapabilities: b.RemoveCapabilities,
+		Criteria: b.Criteria.list(), AddCriteria: b.AddCriteria, RemoveCriteria: b.RemoveCriteria,
+	}
 }
 
 // Setting is a goal setting with a machine default as a body gives it: a number, true or
@@ -127,6 +158,14 @@ func (s *Server) createGoal(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if b.Defaults != nil || b.AddCapabilities != nil || b.RemoveCapabilities != nil || b.AddCriteria != nil ||
+		b.RemoveCriteria != nil || b.ReminderMinutes != nil || b.ReminderEscalateAfter != nil {
+		return 0, nil, badRequest("body", "a new goal takes lists whole (capabilities, criteria); reminders and defaults are set afterwards")
+	}
+	var criteria []store.Criterion
+	if b.Criteria != nil {
+		criteria = *b.Criteria
+	}
 	g, err := s.st.CreateGoal(ctx, store.CreateGoalParams{
 		BreakerFailures: breaker, ProgressCard: progress, QuietDigests: quiet,
 		ID: b.GoalID, Title: deref(b.Title), Objective: deref(b.Objective),
@@ -134,7 +173,9 @@ func (s *Server) createGoal(ctx context.Context, r *request) (int, any, error) {
 		WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots,
 		HeartbeatSpec: deref(b.HeartbeatSpec), HeartbeatTZ: deref(b.HeartbeatTZ),
 		ReportSpec: deref(b.ReportSpec), ReportTZ: deref(b.ReportTZ),
-		Lang: deref(b.Lang), StallTurns: b.StallTurns, Meta: r.meta(),
+		Lang: deref(b.Lang), StallTurns: b.StallTurns,
+		ScopeEditable: deref(b.ScopeEditable), ScopeProtected: deref(b.ScopeProtected), ScopeNotes: deref(b.ScopeNotes),
+		Capabilities: deref(b.Capabilities), Criteria: criteria, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err
@@ -169,7 +210,19 @@ func (s *Server) showGoal(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, g, nil
+	var caps []string
+	if !r.who.admin {
+		a, err := s.st.GetAgent(ctx, g.ID, r.who.agentID)
+		if err != nil {
+			return 0, nil, err
+		}
+		caps = a.Capabilities
+	}
+	out, err := s.goalAnswer(ctx, g, caps)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, out, nil
 }
 
 func (s *Server) setGoal(ctx context.Context, r *request) (int, any, error) {
@@ -189,14 +242,7 @@ func (s *Server) setGoal(ctx context.Context, r *request) (int, any, error) {
 	// A script holding the admin token applies directly, through the change kernel: the same
 	// proposal record, diff and receipt as a change confirmed in chat or the workspace.
 	return s.applyDirect(ctx, r, change.Request{
-		GoalID: r.PathValue("goal"), Version: b.Version, Kind: store.ProposalGoalSet,
-		Goal: change.GoalChange{
-			Title: b.Title, Objective: b.Objective, Owners: b.Owners, Members: b.Members,
-			WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots,
-			HeartbeatSpec: b.HeartbeatSpec, HeartbeatTZ: b.HeartbeatTZ,
-			ReportSpec: b.ReportSpec, ReportTZ: b.ReportTZ, Lang: b.Lang, StallTurns: b.StallTurns,
-			BreakerFailures: b.BreakerFailures.str(), ProgressCard: b.ProgressCard.str(), QuietDigests: b.QuietDigests.str(),
-		},
+		GoalID: r.PathValue("goal"), Version: b.Version, Kind: store.ProposalGoalSet, Goal: b.Change(),
 	})
 }
 

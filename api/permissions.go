@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"loopx/store"
 )
@@ -17,7 +18,8 @@ type PermissionBody struct {
 // PolicyBody is the body of PUT /v1/goals/{goal}/permission-policy; absent members keep
 // their value.
 type PolicyBody struct {
-	TimeoutSeconds *int      `json:"timeout_seconds,omitempty"`
+	// TimeoutSeconds is the goal's own limit; "default" (or null) follows the machine default.
+	TimeoutSeconds *Setting  `json:"timeout_seconds,omitempty"`
 	AllowTools     *[]string `json:"allow_tools,omitempty"`
 	DenyTools      *[]string `json:"deny_tools,omitempty"`
 }
@@ -84,8 +86,19 @@ func (s *Server) setPolicy(ctx context.Context, r *request) (int, any, error) {
 	if err := decode(r, &b); err != nil {
 		return 0, nil, err
 	}
-	p, err := s.st.SetPermissionPolicy(ctx, store.SetPermissionPolicyParams{GoalID: r.PathValue("goal"),
-		TimeoutSeconds: b.TimeoutSeconds, AllowTools: b.AllowTools, DenyTools: b.DenyTools, Meta: r.meta()})
+	params := store.SetPermissionPolicyParams{GoalID: r.PathValue("goal"), AllowTools: b.AllowTools, DenyTools: b.DenyTools, Meta: r.meta()}
+	if b.TimeoutSeconds != nil {
+		if *b.TimeoutSeconds == "default" {
+			params.TimeoutDefault = true
+		} else {
+			n, err := strconv.Atoi(string(*b.TimeoutSeconds))
+			if err != nil {
+				return 0, nil, invalid("timeout_seconds", "%q is not a number of seconds (10 to 86400) or default", string(*b.TimeoutSeconds))
+			}
+			params.TimeoutSeconds = &n
+		}
+	}
+	p, err := s.st.SetPermissionPolicy(ctx, params)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -15,6 +15,10 @@ type ProposalBody struct {
 	AgentID string             `json:"agent_id,omitempty"`
 	Goal    change.GoalChange  `json:"goal"`
 	Agent   change.AgentChange `json:"agent"`
+	// Reason says why (goal.done, goal.reopen, goal.replan); Replan is a replan's objective
+	// and the todos it cancels and reopens.
+	Reason string               `json:"reason,omitempty"`
+	Replan *change.ReplanChange `json:"replan,omitempty"`
 }
 
 // ProposalAnswer is a proposal with its effects worded in the goal's language.
@@ -26,21 +30,27 @@ type ProposalAnswer struct {
 // ResultAnswer is the answer to confirm and cancel: the proposal in its new state, the goal
 // after an applied change, and the fresh proposal that replaces a stale one.
 type ResultAnswer struct {
-	Proposal  ProposalAnswer  `json:"proposal"`
-	Goal      *store.Goal     `json:"goal,omitempty"`
-	Fresh     *ProposalAnswer `json:"fresh,omitempty"`
-	Unchanged bool            `json:"unchanged,omitempty"`
+	Proposal ProposalAnswer `json:"proposal"`
+	Goal     *store.Goal    `json:"goal,omitempty"`
+	// Defaults are the machine defaults after an applied change of them.
+	Defaults  *store.MachineDefaults `json:"defaults,omitempty"`
+	Fresh     *ProposalAnswer        `json:"fresh,omitempty"`
+	Unchanged bool                   `json:"unchanged,omitempty"`
 }
 
 // admin is the admin token as a person on the role rule.
 var adminPerson = store.Person{Admin: true}
 
 func (s *Server) answer(ctx context.Context, p store.Proposal) (ProposalAnswer, error) {
-	g, err := store.GetGoal(ctx, s.st.DB(), p.GoalID)
-	if err != nil {
-		return ProposalAnswer{}, err
+	lang := s.lang
+	if p.GoalID != "" { // a change of the machine defaults belongs to no goal
+		g, err := store.GetGoal(ctx, s.st.DB(), p.GoalID)
+		if err != nil {
+			return ProposalAnswer{}, err
+		}
+		lang = g.Lang
 	}
-	words, err := change.Words(s.tpl, g.Lang, p.Effects)
+	words, err := change.Words(s.tpl, lang, p.Effects)
 	if err != nil {
 		return ProposalAnswer{}, err
 	}
@@ -58,6 +68,7 @@ func (s *Server) createProposal(ctx context.Context, r *request) (int, any, erro
 	}
 	p, err := s.changes.Propose(ctx, adminPerson, r.meta(), change.Request{
 		GoalID: r.PathValue("goal"), Kind: b.Kind, AgentID: b.AgentID, Goal: b.Goal, Agent: b.Agent,
+		Reason: b.Reason, Replan: b.Replan,
 	})
 	if err != nil {
 		return 0, nil, err
@@ -151,7 +162,7 @@ func (s *Server) resultAnswer(ctx context.Context, res change.Result) (ResultAns
 	if err != nil {
 		return ResultAnswer{}, err
 	}
-	out := ResultAnswer{Proposal: pa, Goal: res.Goal, Unchanged: res.Unchanged}
+	out := ResultAnswer{Proposal: pa, Goal: res.Goal, Defaults: res.Defaults, Unchanged: res.Unchanged}
 	if res.Fresh != nil {
 		fa, err := s.answer(ctx, *res.Fresh)
 		if err != nil {

@@ -44,6 +44,8 @@ type RefreshBody struct {
 	AgentID        string `json:"agent_id,omitempty"`
 	TurnInstanceID string `json:"turn_instance_id,omitempty"`
 	NextAction     string `json:"next_action,omitempty"`
+	// Handoff ends the turn with a handoff record: what was done, what is next, for whom.
+	Handoff *store.TurnHandoff `json:"handoff,omitempty"`
 }
 
 func (s *Server) shouldRun(ctx context.Context, r *request) (int, any, error) {
@@ -150,7 +152,7 @@ func (s *Server) refreshState(ctx context.Context, r *request) (int, any, error)
 	}
 	e, err := s.st.RefreshState(ctx, store.RefreshStateParams{
 		GoalID: r.PathValue("goal"), AgentID: agent, TurnInstanceID: b.TurnInstanceID,
-		NextAction: b.NextAction, Meta: r.meta(),
+		NextAction: b.NextAction, Handoff: b.Handoff, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err

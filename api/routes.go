@@ -10,6 +10,14 @@ func (s *Server) routes() {
 	s.handle("PATCH /v1/goals/{goal}", s.setGoal)
 	s.handle("POST /v1/goals/{goal}/stop", s.stopGoal)
 	s.handle("POST /v1/goals/{goal}/resume", s.resumeGoal)
+	s.handle("POST /v1/goals/{goal}/done", s.doneGoal)
+	s.handle("POST /v1/goals/{goal}/reopen", s.reopenGoal)
+	s.handle("POST /v1/goals/{goal}/replan", s.replanGoal)
+	s.handle("GET /v1/goals/{goal}/trail", s.listTrail)
+	s.handle("POST /v1/goals/{goal}/waivers", s.waive)
+	s.handle("GET /v1/defaults", s.showDefaults)
+	s.handle("PATCH /v1/defaults", s.setDefaults)
+	s.handle("POST /v1/defaults/proposals", s.proposeDefaults)
 
 	s.handle("POST /v1/goals/{goal}/agents", s.registerAgent)
 	s.handle("GET /v1/goals/{goal}/agents", s.listAgents)
@@ -22,6 +30,8 @@ func (s *Server) routes() {
 	s.handle("PATCH /v1/goals/{goal}/todos/{todo}", s.updateTodo)
 	s.handle("POST /v1/goals/{goal}/todos/{todo}/claim", s.claimTodo)
 	s.handle("POST /v1/goals/{goal}/todos/{todo}/done", s.doneTodo)
+	s.handle("POST /v1/goals/{goal}/todos/{todo}/handoff", s.handOff)
+	s.handle("GET /v1/goals/{goal}/handoffs", s.listHandoffs)
 
 	s.handle("POST /v1/goals/{goal}/gates", s.askGate)
 	s.handle("GET /v1/goals/{goal}/gates", s.listGates)
@@ -59,6 +69,8 @@ func (s *Server) routes() {
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/run", s.runWork("run"))
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/hold", s.runWork("hold"))
 	s.handle("POST /v1/goals/{goal}/agents/{agent}/resume", s.runWork("resume"))
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/ack", s.acknowledge)
+	s.handle("POST /v1/goals/{goal}/agents/{agent}/capabilities", s.setCapabilities)
 	s.handle("GET /v1/goals/{goal}/runs/{run}", s.getRun)
 
 	s.handle("POST /v1/goals/{goal}/proposals", s.createProposal)
@@ -67,6 +79,8 @@ func (s *Server) routes() {
 	s.handle("POST /v1/goals/{goal}/proposals/{proposal}/confirm", s.confirmProposal)
 	s.handle("POST /v1/goals/{goal}/proposals/{proposal}/cancel", s.cancelProposal)
 	s.handle("GET /v1/proposals/{proposal}", s.showProposal)
+	s.handle("POST /v1/proposals/{proposal}/confirm", s.confirmProposal)
+	s.handle("POST /v1/proposals/{proposal}/cancel", s.cancelProposal)
 
 	s.handle("GET /v1/audit", s.listAudit)
 	s.handle("GET /v1/diagnostics", s.diagnostics)

@@ -48,7 +48,17 @@ func (s *Server) showTurn(ctx context.Context, r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	r.who.hideLog(&t)
-	return http.StatusOK, t, nil
+	hs, err := store.ListHandoffs(ctx, s.st.DB(), store.ListHandoffsParams{GoalID: t.GoalID, TurnID: t.ID, Limit: 10})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, TurnAnswer{Turn: t, Handoffs: nonNil(hs)}, nil
+}
+
+// TurnAnswer is GET /v1/goals/{goal}/turns/{turn}: the turn and the handoffs it ended with.
+type TurnAnswer struct {
+	store.Turn
+	Handoffs []store.Handoff `json:"handoffs"`
 }
 
 func (s *Server) listDecisions(ctx context.Context, r *request) (int, any, error) {

@@ -65,6 +65,7 @@ type Server struct {
 	ib        *inbox.Inbox
 	cards     cards.GateCards
 	turnCards cards.TurnCards
+	lang      string // when neither chat nor goal sets one
 	changes   *change.Kernel
 	tpl       *templates.Set
 	requests  *prometheus.CounterVec
@@ -89,6 +90,7 @@ func New(opts Options) (*Server, error) {
 		ib:        opts.Inbox,
 		cards:     opts.Cards.Gates,
 		turnCards: opts.Cards.Turns(),
+		lang:      opts.Cards.DefaultLang(),
 		tpl:       opts.Templates,
 		changes:   opts.Changes,
 		mux:       http.NewServeMux(),

@@ -15,6 +15,10 @@ type TodoBody struct {
 	Role     string `json:"role,omitempty"`
 	Priority *int   `json:"priority,omitempty"`
 	ClaimFor string `json:"claim_for,omitempty"`
+	// Criteria must each be named by evidence before the todo is done; Requires are the
+	// capabilities an agent needs to claim it.
+	Criteria Criteria `json:"criteria,omitempty"`
+	Requires []string `json:"requires,omitempty"`
 }
 
 // ClaimBody is the body of POST .../todos/{todo}/claim.
@@ -22,6 +26,10 @@ type ClaimBody struct {
 	AgentID      string `json:"agent_id,omitempty"`
 	Transfer     bool   `json:"transfer,omitempty"`
 	LeaseSeconds int    `json:"lease_seconds,omitempty"`
+	// Note and Next record a handoff from the previous holder on a transfer (a todo with
+	// evidence needs a note).
+	Note string `json:"note,omitempty"`
+	Next string `json:"next,omitempty"`
 }
 
 // TodoUpdateBody is the body of PATCH .../todos/{todo} and POST .../todos/{todo}/done.
@@ -32,6 +40,17 @@ type TodoUpdateBody struct {
 	Priority   *int    `json:"priority,omitempty"`
 	Status     *string `json:"status,omitempty"`
 	ClearClaim bool    `json:"clear_claim,omitempty"`
+	// Criteria and Requires replace the todo's (the admin token only: agents cannot).
+	Criteria *Criteria `json:"criteria,omitempty"`
+	Requires *[]string `json:"requires,omitempty"`
+}
+
+// TodoAnswer is GET .../todos/{todo}: the todo, each criterion with whether it is met, and
+// its handoffs, newest first.
+type TodoAnswer struct {
+	store.Todo
+	CriteriaStatus []store.CriterionStatus `json:"criteria_status"`
+	Handoffs       []store.Handoff         `json:"handoffs"`
 }
 
 func (s *Server) addTodo(ctx context.Context, r *request) (int, any, error) {
@@ -48,7 +67,7 @@ func (s *Server) addTodo(ctx context.Context, r *request) (int, any, error) {
 	}
 	t, err := s.st.AddTodo(ctx, store.AddTodoParams{
 		GoalID: r.PathValue("goal"), Role: b.Role, Text: b.Text, Priority: b.Priority,
-		ClaimFor: claimFor, Meta: r.meta(),
+		ClaimFor: claimFor, Criteria: b.Criteria, Requires: b.Requires, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err
@@ -94,7 +113,15 @@ func (s *Server) showTodo(ctx context.Context, r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, t, nil
+	st, err := store.CriteriaStatus(ctx, s.st.DB(), t.GoalID, t.ID, t.Criteria)
+	if err != nil {
+		return 0, nil, err
+	}
+	hs, err := s.st.ListHandoffs(ctx, store.ListHandoffsParams{GoalID: t.GoalID, TodoID: t.ID, Limit: 20})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, TodoAnswer{Todo: t, CriteriaStatus: st, Handoffs: nonNil(hs)}, nil
 }
 
 func (s *Server) claimTodo(ctx context.Context, r *request) (int, any, error) {
@@ -115,7 +142,7 @@ func (s *Server) claimTodo(ctx context.Context, r *request) (int, any, error) {
 	}
 	t, err := s.st.ClaimTodo(ctx, store.ClaimTodoParams{
 		GoalID: r.PathValue("goal"), TodoID: id, AgentID: agent, Transfer: b.Transfer,
-		Lease: time.Duration(b.LeaseSeconds) * time.Second, Meta: r.meta(),
+		Lease: time.Duration(b.LeaseSeconds) * time.Second, Note: b.Note, Next: b.Next, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err
@@ -136,7 +163,7 @@ func (s *Server) doneTodo(ctx context.Context, r *request) (int, any, error) {
 	if err := decode(r, &b); err != nil {
 		return 0, nil, err
 	}
-	if b.Status != nil || b.Text != nil || b.Priority != nil || b.ClearClaim {
+	if b.Status != nil || b.Text != nil || b.Priority != nil || b.ClearClaim || b.Criteria != nil || b.Requires != nil {
 		return 0, nil, badRequest("body", "done takes only agent_id and version; use PATCH to change other fields")
 	}
 	done := store.TodoDone
@@ -160,7 +187,8 @@ func (s *Server) changeTodo(ctx context.Context, r *request, action string, b To
 	}
 	t, err := s.st.UpdateTodo(ctx, store.UpdateTodoParams{
 		GoalID: r.PathValue("goal"), TodoID: id, AgentID: agent, Version: b.Version,
-		Text: b.Text, Priority: b.Priority, Status: b.Status, ClearClaim: b.ClearClaim, Meta: r.meta(),
+		Text: b.Text, Priority: b.Priority, Status: b.Status, ClearClaim: b.ClearClaim,
+		Criteria: b.Criteria.list(), Requires: b.Requires, Meta: r.meta(),
 	})
 	if err != nil {
 		return 0, nil, err

@@ -25,45 +25,60 @@ func (gc GateCards) Ask(ctx context.Context, db store.DB, g store.Gate) ([]store
 	if err != nil {
 		return nil, fmt.Errorf("render gate notice: %w", err)
 	}
-	binds, err := store.ListGoalBindings(ctx, db, g.GoalID)
+	to, err := audience(ctx, db, goal, gc.defaultLang)
 	if err != nil {
 		return nil, fmt.Errorf("render gate notice: %w", err)
 	}
 	var out []store.OutboxInsert
+	for _, a := range to {
+		r, err := renderGate(ctx, db, gc.tpl, a.Lang, goal, g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.OutboxInsert{
+			DedupeKey: store.GateCardKey(g.ID, a.ReceiveID, a.Chat()),
+			Kind:      r.Kind, ReceiveIDType: a.ReceiveIDType, ReceiveID: a.ReceiveID, ReplyTo: a.ReplyTo, ReplyInThread: a.ReplyTo != "",
+			Content: r.Content, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
+		})
+	}
+	return out, nil
+}
+
+// recipient is where something about a goal is posted: a chat bound to it (in the thread of
+// a thread binding), or an owner's direct messages; with the language to say it in.
+type recipient struct {
+	ReceiveIDType, ReceiveID, ReplyTo, Lang string
+}
+
+// Chat tells whether r is a chat (not a person).
+func (r recipient) Chat() bool { return r.ReceiveIDType == "chat_id" }
+
+// audience is who hears what LoopX posts about goal g: every chat it is bound to (once each,
+// in the chat's language), or, when it is bound nowhere, each owner by direct message (in
+// the goal's language).
+func audience(ctx context.Context, db store.DB, g store.Goal, defaultLang string) ([]recipient, error) {
+	binds, err := store.ListGoalBindings(ctx, db, g.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []recipient
 	seen := map[string]bool{}
-	for _, b := range binds { // whole-chat bindings sort first: one card per chat
+	for _, b := range binds { // whole-chat bindings sort first: one post per chat
 		if seen[b.ChatID] {
 			continue
 		}
 		seen[b.ChatID] = true
-		lang, err := ChatLang(ctx, db, b.ChatID, goal, gc.defaultLang)
+		lang, err := ChatLang(ctx, db, b.ChatID, g, defaultLang)
 		if err != nil {
 			return nil, err
 		}
-		r, err := renderGate(ctx, db, gc.tpl, lang, goal, g)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, store.OutboxInsert{
-			DedupeKey: store.GateCardKey(g.ID, b.ChatID, true),
-			Kind:      r.Kind, ReceiveID: b.ChatID, ReplyTo: b.ThreadRoot, ReplyInThread: b.ThreadRoot != "",
-			Content: r.Content, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
-		})
+		out = append(out, recipient{ReceiveIDType: "chat_id", ReceiveID: b.ChatID, ReplyTo: b.ThreadRoot, Lang: lang})
 	}
 	if len(out) > 0 {
 		return out, nil
 	}
-	lang := GoalLang(goal, gc.defaultLang)
-	r, err := renderGate(ctx, db, gc.tpl, lang, goal, g)
-	if err != nil {
-		return nil, err
-	}
-	for _, owner := range goal.Owners {
-		out = append(out, store.OutboxInsert{
-			DedupeKey: store.GateCardKey(g.ID, owner, false),
-			Kind:      r.Kind, ReceiveIDType: "open_id", ReceiveID: owner,
-			Content: r.Content, GoalID: g.GoalID, AgentID: g.AgentID, GateID: g.ID,
-		})
+	for _, owner := range g.Owners {
+		out = append(out, recipient{ReceiveIDType: "open_id", ReceiveID: owner, Lang: GoalLang(g, defaultLang)})
 	}
 	return out, nil
 }
@@ -145,6 +160,7 @@ func gateData(ctx context.Context, db store.DB, goal store.Goal, g store.Gate) (
 		}
 		data["Host"], data["Tool"], data["Summary"] = g.Request.Host, g.Request.Tool, g.Request.Summary
 		data["Folder"], data["Turn"], data["Until"] = g.Request.Folder, g.Request.Turn, until
+		data["Outside"] = g.Request.Outside // paths outside the goal's scope: the card says so
 		data["Expired"] = store.PermissionExpired(g)
 	}
 	return data, nil

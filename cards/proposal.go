@@ -103,6 +103,14 @@ func (pc ProposalCards) what(lang string, p store.Proposal) string {
 		return pc.tpl.Word(lang, "proposal.goal_resume")
 	case store.ProposalAgentSet:
 		return pc.tpl.Word(lang, "proposal.agent_set", p.AgentID)
+	case store.ProposalGoalDone:
+		return pc.tpl.Word(lang, "proposal.goal_done")
+	case store.ProposalGoalReopen:
+		return pc.tpl.Word(lang, "proposal.goal_reopen")
+	case store.ProposalGoalReplan:
+		return pc.tpl.Word(lang, "proposal.goal_replan")
+	case store.ProposalDefaultsSet:
+		return pc.tpl.Word(lang, "proposal.defaults_set")
 	}
 	return pc.tpl.Word(lang, "proposal.goal_set")
 }
@@ -174,4 +182,38 @@ func (pc ProposalCards) Post(ctx context.Context, db store.DB, lang string, p st
 		return nil
 	}
 	return store.AddProposalCard(ctx, db, p.ID, id)
+}
+
+// Announce posts p's preview card to every chat its goal is bound to (in each chat's
+// language), or, when it is bound nowhere, to each owner in a direct message, and records
+// them as the proposal's cards: how a proposal LoopX makes itself reaches the people who
+// confirm it. It is the change kernel's change.AnnounceFunc.
+func (pc ProposalCards) Announce(ctx context.Context, db store.DB, p store.Proposal) error {
+	goal, err := store.GetGoal(ctx, db, p.GoalID)
+	if err != nil {
+		return fmt.Errorf("announce proposal: %w", err)
+	}
+	to, err := audience(ctx, db, goal, pc.defaultLang)
+	if err != nil {
+		return fmt.Errorf("announce proposal: %w", err)
+	}
+	for _, a := range to {
+		r, err := pc.Card(a.Lang, p, p.CreatedAt)
+		if err != nil {
+			return err
+		}
+		id, _, err := store.InsertOutbox(ctx, db, store.OutboxInsert{
+			DedupeKey: store.ProposalCardKey(p.ID, a.ReceiveID), Kind: r.Kind, ReceiveIDType: a.ReceiveIDType,
+			ReceiveID: a.ReceiveID, ReplyTo: a.ReplyTo, ReplyInThread: a.ReplyTo != "", Content: r.Content, GoalID: p.GoalID,
+		})
+		if err != nil {
+			return err
+		}
+		if r.Kind == templates.KindCard {
+			if err := store.AddProposalCard(ctx, db, p.ID, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

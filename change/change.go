@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +26,12 @@ type Request struct {
 	AgentID string      `json:"agent_id,omitempty"`
 	Goal    GoalChange  `json:"goal"`
 	Agent   AgentChange `json:"agent"`
+	// Reason says why (goal.done, goal.reopen, goal.replan); the goal's trail keeps it.
+	Reason string `json:"reason,omitempty"`
+	// Replan is a goal.replan's new objective and the todos it cancels or reopens.
+	Replan *ReplanChange `json:"replan,omitempty"`
+	// Defaults is a defaults.set's change of the machine defaults (GoalID is "").
+	Defaults *DefaultsChange `json:"defaults,omitempty"`
 }
 
 // GoalChange lists the goal fields to change; nil leaves a field as it is. AddOwners,
@@ -52,6 +59,23 @@ type GoalChange struct {
 	Title           *string `json:"title,omitempty"`
 	Objective       *string `json:"objective,omitempty"`
 	Lang            *string `json:"lang,omitempty"`
+	// ReminderMinutes is the gate reminder ladder ("30,60,120") or "default";
+	// ReminderEscalateAfter the reminder from which owners get it by direct message.
+	ReminderMinutes       *string `json:"reminder_minutes,omitempty"`
+	ReminderEscalateAfter *int    `json:"reminder_escalate_after,omitempty"`
+	// Defaults names settings to put back to the machine default (store.Settings).
+	Defaults []string `json:"defaults,omitempty"`
+	// The contract: scope (globs and words), the capabilities the goal grants, its
+	// acceptance criteria. Lists replace the goal's; Add*/Remove* edit them.
+	ScopeEditable      *[]string          `json:"scope_editable,omitempty"`
+	ScopeProtected     *[]string          `json:"scope_protected,omitempty"`
+	ScopeNotes         *string            `json:"scope_notes,omitempty"`
+	Capabilities       *[]string          `json:"capabilities,omitempty"`
+	AddCapabilities    []string           `json:"add_capabilities,omitempty"`
+	RemoveCapabilities []string           `json:"remove_capabilities,omitempty"`
+	Criteria           *[]store.Criterion `json:"criteria,omitempty"`
+	AddCriteria        []store.Criterion  `json:"add_criteria,omitempty"`
+	RemoveCriteria     []string           `json:"remove_criteria,omitempty"`
 }
 
 // AgentChange lists the agent settings to change; nil leaves a setting as it is.
@@ -60,14 +84,20 @@ type AgentChange struct {
 	RunnerConfig *json.RawMessage `json:"runner_config,omitempty"`
 	WorkMode     *string          `json:"work_mode,omitempty"`
 	IsDefault    *bool            `json:"is_default,omitempty"`
+	// Capabilities granted to the agent (each one the goal grants); Grant/Revoke edit them.
+	Capabilities *[]string `json:"capabilities,omitempty"`
+	Grant        []string  `json:"grant,omitempty"`
+	Revoke       []string  `json:"revoke,omitempty"`
 }
 
 // Result is the answer to a confirmation: the proposal in its new state, the goal after the
 // change (applied) and, when the proposal went stale, the fresh proposal that replaces it.
 type Result struct {
-	Proposal store.Proposal  `json:"proposal"`
-	Goal     *store.Goal     `json:"goal,omitempty"`
-	Fresh    *store.Proposal `json:"fresh,omitempty"`
+	Proposal store.Proposal `json:"proposal"`
+	Goal     *store.Goal    `json:"goal,omitempty"`
+	// Defaults are the machine defaults after an applied defaults.set.
+	Defaults *store.MachineDefaults `json:"defaults,omitempty"`
+	Fresh    *store.Proposal        `json:"fresh,omitempty"`
 	// Unchanged: the proposal was already settled (a second click); nothing happened.
 	Unchanged bool `json:"unchanged,omitempty"`
 }
@@ -76,12 +106,21 @@ type Result struct {
 // transaction that settled it (db is its executor). router.ProposalCards provides it.
 type CardsFunc func(ctx context.Context, db store.DB, p store.Proposal) ([]store.OutboxInsert, error)
 
+// AnnounceFunc posts a proposal's preview cards where its goal is discussed, inside the
+// transaction that made it (db is its executor). cards.ProposalCards.Announce provides it.
+type AnnounceFunc func(ctx context.Context, db store.DB, p store.Proposal) error
+
 // Options configures a Kernel.
 type Options struct {
 	// Templates words effects (Words). Required.
 	Templates *templates.Set
 	// Cards, when set, updates a proposal's chat cards when it settles on any surface.
 	Cards CardsFunc
+	// Announce, when set, posts the cards of a proposal LoopX makes itself (the proposal
+	// to finish a goal whose work is complete) to the goal's chats, inside its transaction.
+	Announce AnnounceFunc
+	// GateNotice renders the card updates of gates a finished goal cancels.
+	GateNotice store.NoticeFunc
 }
 
 // Kernel proposes, confirms and cancels protected changes. It is safe for concurrent use.
@@ -101,11 +140,12 @@ func New(st *store.Store, opts Options) (*Kernel, error) {
 // In returns a Kernel whose operations join tx (see store.Store.In).
 func (k *Kernel) In(tx *store.Tx) *Kernel { return &Kernel{st: k.st.In(tx), opts: k.opts} }
 
-// WithCards returns a Kernel that updates proposal cards with cards (wiring sets it once the
-// chat's renderer exists).
-func (k *Kernel) WithCards(cards CardsFunc) *Kernel {
+// WithCards returns a Kernel that updates proposal cards with cards, announces the proposals
+// it makes itself with announce, and renders the card updates of gates a finished goal
+// cancels with gates (wiring sets them once the renderers exist).
+func (k *Kernel) WithCards(cards CardsFunc, announce AnnounceFunc, gates store.NoticeFunc) *Kernel {
 	o := k.opts
-	o.Cards = cards
+	o.Cards, o.Announce, o.GateNotice = cards, announce, gates
 	return &Kernel{st: k.st, opts: o}
 }
 
@@ -128,6 +168,9 @@ func (k *Kernel) Propose(ctx context.Context, who store.Person, m store.Meta, re
 }
 
 func (k *Kernel) propose(ctx context.Context, tx *store.Tx, who store.Person, m store.Meta, req Request, now time.Time) (store.Proposal, error) {
+	if req.Kind == store.ProposalDefaultsSet {
+		return k.proposeDefaults(ctx, tx, who, m, req, now)
+	}
 	g, err := store.GetGoalAs(ctx, tx, req.GoalID, who)
 	if err != nil {
 		return store.Proposal{}, err
@@ -140,7 +183,7 @@ func (k *Kernel) propose(ctx context.Context, tx *store.Tx, who store.Person, m 
 		return store.Proposal{}, store.Errorf(store.ErrConflict, "version",
 			"goal %q is at version %d, not %d; read it again and retry", g.ID, g.Version, req.Version)
 	}
-	c, err := compute(ctx, tx, g.Goal, req, now, k.st.GoalDefaults())
+	c, err := compute(ctx, tx, g.Goal, req, now)
 	if err != nil {
 		return store.Proposal{}, err
 	}
@@ -148,10 +191,34 @@ func (k *Kernel) propose(ctx context.Context, tx *store.Tx, who store.Person, m 
 	if err != nil {
 		return store.Proposal{}, fmt.Errorf("encode proposal parameters: %w", err)
 	}
-	return store.InsertProposal(ctx, tx, store.ProposalInsert{
+	var superseded *store.Proposal
+	if req.Kind == store.ProposalGoalDone {
+		// One proposal to finish a goal waits at a time: a new one (with its reason) takes the
+		// place of the one waiting, which goes stale and names its successor.
+		old, found, err := store.ReadyDoneProposal(ctx, tx, g.ID)
+		if err != nil {
+			return store.Proposal{}, err
+		}
+		if found {
+			if old, err = store.SettleProposal(ctx, tx, store.SettleProposalParams{ID: old.ID, State: store.ProposalStale,
+				DecidedBy: m.Actor, Reason: "a newer proposal to finish the goal replaces it", Now: now}); err != nil {
+				return store.Proposal{}, err
+			}
+			superseded = &old
+		}
+	}
+	p, err := store.InsertProposal(ctx, tx, store.ProposalInsert{
 		GoalID: req.GoalID, AgentID: req.AgentID, Kind: req.Kind, Params: params, Diff: c.diff,
 		Effects: c.effects, GoalVersion: g.Version, Need: need, ProposedBy: m.Actor, Surface: m.Surface, Now: now,
 	})
+	if err != nil || superseded == nil {
+		return p, err
+	}
+	old, err := store.SetProposalSuccessor(ctx, tx, superseded.ID, p.ID)
+	if err != nil {
+		return store.Proposal{}, err
+	}
+	return p, k.cards(ctx, tx, old)
 }
 
 type confirmReq struct {
@@ -201,6 +268,9 @@ func (k *Kernel) settle(ctx context.Context, tx *store.Tx, p store.Proposal, m s
 	if err := json.Unmarshal(p.Params, &req); err != nil {
 		return Result{}, fmt.Errorf("decode proposal parameters: %w", err)
 	}
+	if req.Kind == store.ProposalDefaultsSet {
+		return k.settleDefaults(ctx, tx, p, req, m, now, end)
+	}
 	g, err := store.LockGoal(ctx, tx, p.GoalID)
 	if err != nil {
 		return Result{}, err
@@ -218,15 +288,16 @@ func (k *Kernel) settle(ctx context.Context, tx *store.Tx, p store.Proposal, m s
 		out, err := end(store.ProposalStale, reason, succ, 0)
 		return Result{Proposal: out, Fresh: fresh}, err
 	}
-	if req.Kind == store.ProposalAgentSet {
-		// Agents are changed elsewhere too (registration moves the default flag): the
-		// proposal is current only while its diff still reads the same.
-		c, err := compute(ctx, tx, g, req, now, k.st.GoalDefaults())
+	if req.Kind == store.ProposalAgentSet || req.Kind == store.ProposalGoalDone || req.Kind == store.ProposalGoalReplan {
+		// What these read changes without the goal's version moving (an agent's settings, the
+		// goal's todos, gates and evidence): the proposal is current only while it still reads
+		// the same.
+		c, err := compute(ctx, tx, g, req, now)
 		var se *store.Error
 		if err != nil && !errors.As(err, &se) {
 			return Result{}, err
 		}
-		if err != nil || !slices.Equal(c.diff, p.Diff) {
+		if err != nil || !slices.Equal(c.diff, p.Diff) || !sameEffects(c.effects, p.Effects) {
 			fresh, err := k.recompute(ctx, tx, g, req, p, m, now)
 			if err != nil {
 				return Result{}, err
@@ -235,11 +306,15 @@ func (k *Kernel) settle(ctx context.Context, tx *store.Tx, p store.Proposal, m s
 			if fresh != nil {
 				succ = fresh.ID
 			}
-			out, err := end(store.ProposalStale, "agent "+req.AgentID+" changed after the proposal was made", succ, 0)
+			why := "goal " + g.ID + "'s todos, gates or evidence changed after the proposal was made"
+			if req.Kind == store.ProposalAgentSet {
+				why = "agent " + req.AgentID + " changed after the proposal was made"
+			}
+			out, err := end(store.ProposalStale, why, succ, 0)
 			return Result{Proposal: out, Fresh: fresh}, err
 		}
 	}
-	after, err := apply(ctx, tx, g, req, now)
+	after, err := k.apply(ctx, tx, g, req, p, m, now)
 	var se *store.Error
 	if errors.As(err, &se) {
 		out, err := end(store.ProposalRefused, se.Error(), 0, 0)
@@ -256,7 +331,7 @@ func (k *Kernel) settle(ctx context.Context, tx *store.Tx, p store.Proposal, m s
 // computed against the goal as it is now, proposed by the person who tried to confirm.
 // When the change now changes nothing or no longer validates, there is none (nil).
 func (k *Kernel) recompute(ctx context.Context, tx *store.Tx, g store.Goal, req Request, old store.Proposal, m store.Meta, now time.Time) (*store.Proposal, error) {
-	c, err := compute(ctx, tx, g, req, now, k.st.GoalDefaults())
+	c, err := compute(ctx, tx, g, req, now)
 	var se *store.Error
 	if errors.As(err, &se) {
 		return nil, nil
@@ -286,9 +361,14 @@ func lockReady(ctx context.Context, tx *store.Tx, id int64, who store.Person, ve
 	if err != nil || p.State != store.ProposalReady {
 		return p, false, err
 	}
-	role, err := roleOn(ctx, tx, p.GoalID, who)
-	if err != nil {
-		return p, false, err
+	role := store.RoleStranger
+	if who.Admin {
+		role = store.RoleAdmin
+	}
+	if p.GoalID != "" {
+		if role, err = roleOn(ctx, tx, p.GoalID, who); err != nil {
+			return p, false, err
+		}
 	}
 	if !role.AtLeast(p.Need) {
 		return p, false, refusal(p.GoalID, p.ID, p.Need, role, verb)
@@ -353,6 +433,12 @@ func Get(ctx context.Context, db store.DB, who store.Person, id int64) (store.Pr
 	if err != nil {
 		return store.Proposal{}, store.GoalAs{}, err
 	}
+	if p.GoalID == "" {
+		if !who.Admin {
+			return store.Proposal{}, store.GoalAs{}, store.Errorf(store.ErrNotFound, "proposal_id", "no proposal p%d", id)
+		}
+		return p, store.GoalAs{Role: store.RoleAdmin}, nil
+	}
 	g, err := store.GetGoalAs(ctx, db, p.GoalID, who)
 	if err != nil {
 		return store.Proposal{}, store.GoalAs{}, err
@@ -386,6 +472,9 @@ func roleOn(ctx context.Context, db store.DB, goalID string, who store.Person) (
 // needOf is the role a change needs: an agent's runner decides what runs on the server, so
 // only admins may change it; everything else is the owners'.
 func needOf(req Request) store.Role {
+	if req.Kind == store.ProposalDefaultsSet {
+		return store.RoleAdmin
+	}
 	if req.Kind == store.ProposalAgentSet && (req.Agent.Runner != nil || req.Agent.RunnerConfig != nil) {
 		return store.RoleAdmin
 	}
@@ -400,6 +489,9 @@ func refusal(goalID string, id int64, need, role store.Role, what string) error 
 		word = "admins"
 	}
 	msg := fmt.Sprintf("only %s of goal %s may %s this change", word, goalID, what)
+	if goalID == "" {
+		msg = fmt.Sprintf("only admins may %s a change of the machine defaults", what)
+	}
 	return store.Refuse(store.ErrForbidden, "", msg, goalID, target(id), map[string]any{
 		"reason": "not " + string(need), "role": string(role), "proposal_id": id,
 	})
@@ -436,6 +528,24 @@ func receiptAudit(r Result) store.Audit {
 	return store.Audit{GoalID: p.GoalID, Target: target(p.ID), Detail: detail(d)}
 }
 
+// sameEffects compares computed effects with stored ones, leaving out the note LoopX adds to
+// a proposal it makes itself.
+func sameEffects(a, b []store.Effect) bool {
+	strip := func(v []store.Effect) []store.Effect {
+		return slices.DeleteFunc(slices.Clone(v), func(e store.Effect) bool { return e.Code == "done_complete" })
+	}
+	a, b = strip(a), strip(b)
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Code != b[i].Code || !maps.Equal(a[i].Args, b[i].Args) {
+			return false
+		}
+	}
+	return true
+}
+
 func detail(m map[string]any) json.RawMessage {
 	b, _ := json.Marshal(m) // maps of strings, numbers and diffs always encode
 	return b
@@ -443,11 +553,29 @@ func detail(m map[string]any) json.RawMessage {
 
 // checkRequest refuses a request whose shape is wrong before anything is read.
 func checkRequest(req Request) error {
+	if req.Kind == store.ProposalDefaultsSet {
+		if req.GoalID != "" || req.AgentID != "" || !isEmptyGoal(req.Goal) || !isEmptyAgent(req.Agent) || req.Replan != nil {
+			return store.Errorf(store.ErrInvalid, "kind", "a change of the machine defaults belongs to no goal and takes only defaults")
+		}
+		if req.Defaults == nil || *req.Defaults == (DefaultsChange{}) {
+			return store.Errorf(store.ErrInvalid, "defaults", "name at least one machine default to change")
+		}
+		return nil
+	}
 	if !store.ValidID(req.GoalID) {
 		return store.Errorf(store.ErrInvalid, "goal_id", "%q is not a goal id", req.GoalID)
 	}
 	empty := isEmptyGoal(req.Goal)
-	noAgent := req.Agent == (AgentChange{})
+	noAgent := isEmptyAgent(req.Agent)
+	if req.Defaults != nil {
+		return store.Errorf(store.ErrInvalid, "defaults", "machine defaults are changed by a defaults.set change of their own")
+	}
+	if req.Replan != nil && req.Kind != store.ProposalGoalReplan {
+		return store.Errorf(store.ErrInvalid, "replan", "only a goal.replan change takes a new objective this way")
+	}
+	if err := store.CheckReason(req.Reason); err != nil {
+		return err
+	}
 	switch req.Kind {
 	case store.ProposalGoalSet:
 		if empty {
@@ -456,9 +584,16 @@ func checkRequest(req Request) error {
 		if !noAgent || req.AgentID != "" {
 			return store.Errorf(store.ErrInvalid, "agent", "a goal change takes no agent settings")
 		}
-	case store.ProposalGoalPause, store.ProposalGoalResume:
+	case store.ProposalGoalPause, store.ProposalGoalResume, store.ProposalGoalDone, store.ProposalGoalReopen:
 		if !empty || !noAgent || req.AgentID != "" {
 			return store.Errorf(store.ErrInvalid, "kind", "%s takes no settings", req.Kind)
+		}
+	case store.ProposalGoalReplan:
+		if !empty || !noAgent || req.AgentID != "" {
+			return store.Errorf(store.ErrInvalid, "kind", "a replan takes a new objective, a reason and the todos it affects, no settings")
+		}
+		if req.Replan == nil || strings.TrimSpace(req.Replan.Objective) == "" {
+			return store.Errorf(store.ErrInvalid, "objective", "say the new objective")
 		}
 	case store.ProposalAgentSet:
 		if !store.ValidID(req.AgentID) {
@@ -471,9 +606,14 @@ func checkRequest(req Request) error {
 			return store.Errorf(store.ErrInvalid, "goal", "an agent change takes no goal settings")
 		}
 	default:
-		return store.Errorf(store.ErrInvalid, "kind", "%q is not one of goal.set, goal.pause, goal.resume, agent.set", req.Kind)
+		return store.Errorf(store.ErrInvalid, "kind", "%q is not one of goal.set, goal.pause, goal.resume, goal.done, goal.reopen, goal.replan, agent.set, defaults.set", req.Kind)
 	}
 	return nil
+}
+
+func isEmptyAgent(c AgentChange) bool {
+	return c.Runner == nil && c.RunnerConfig == nil && c.WorkMode == nil && c.IsDefault == nil &&
+		c.Capabilities == nil && len(c.Grant) == 0 && len(c.Revoke) == 0
 }
 
 func isEmptyGoal(c GoalChange) bool {
@@ -481,7 +621,11 @@ func isEmptyGoal(c GoalChange) bool {
 		c.ReportSpec == nil && c.ReportTZ == nil && c.Owners == nil && c.Members == nil &&
 		len(c.AddOwners) == 0 && len(c.RemoveOwners) == 0 && len(c.AddMembers) == 0 &&
 		len(c.RemoveMembers) == 0 && c.StallTurns == nil && c.Title == nil && c.Objective == nil && c.Lang == nil &&
-		c.BreakerFailures == nil && c.ProgressCard == nil && c.QuietDigests == nil
+		c.BreakerFailures == nil && c.ProgressCard == nil && c.QuietDigests == nil &&
+		c.ReminderMinutes == nil && c.ReminderEscalateAfter == nil && len(c.Defaults) == 0 &&
+		c.ScopeEditable == nil && c.ScopeProtected == nil && c.ScopeNotes == nil && c.Capabilities == nil &&
+		len(c.AddCapabilities) == 0 && len(c.RemoveCapabilities) == 0 && c.Criteria == nil &&
+		len(c.AddCriteria) == 0 && len(c.RemoveCriteria) == 0
 }
 
 // editList applies a full replacement, then additions and removals, keeping order and

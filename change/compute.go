@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,51 +26,174 @@ type computed struct {
 
 // compute normalizes req against g (and the agent it names), diffs every field and computes
 // the effects. A request that changes nothing or breaks a rule is an *store.Error.
-func compute(ctx context.Context, db store.DB, g store.Goal, req Request, now time.Time, defaults store.GoalDefaults) (computed, error) {
+func compute(ctx context.Context, db store.DB, g store.Goal, req Request, now time.Time) (computed, error) {
 	switch req.Kind {
 	case store.ProposalGoalSet:
-		return computeGoal(ctx, db, g, req, now, defaults)
+		return computeGoal(ctx, db, g, req, now)
 	case store.ProposalGoalPause, store.ProposalGoalResume:
 		return computeStatus(ctx, db, g, req, now)
 	case store.ProposalAgentSet:
 		return computeAgent(ctx, db, g, req)
+	case store.ProposalGoalDone:
+		return computeDone(ctx, db, g, req, now)
+	case store.ProposalGoalReopen:
+		return computeReopen(g, req, now)
+	case store.ProposalGoalReplan:
+		return computeReplan(ctx, db, g, req)
 	}
 	return computed{}, store.Errorf(store.ErrInvalid, "kind", "%q is not a change kind", req.Kind)
 }
 
-// goalAfter is g with the change applied.
-func goalAfter(g store.Goal, c GoalChange) store.Goal {
-	set := func(dst *string, v *string) {
+// goalAfter is g with the change applied: a setting given a value becomes the goal's own
+// (an override), a setting named in c.Defaults follows the machine default d again.
+func goalAfter(g store.Goal, c GoalChange, d store.MachineDefaults) (store.Goal, error) {
+	g.Overrides = slices.Clone(g.Overrides)
+	own := func(setting string) {
+		if !slices.Contains(g.Overrides, setting) {
+			g.Overrides = append(g.Overrides, setting)
+		}
+	}
+	set := func(setting string, dst *string, v *string) {
 		if v != nil {
 			*dst = strings.TrimSpace(*v)
+			if setting != "" {
+				own(setting)
+			}
 		}
 	}
-	setInt := func(dst *int, v *int) {
+	setInt := func(setting string, dst *int, v *int) {
 		if v != nil {
 			*dst = *v
+			own(setting)
 		}
 	}
-	setInt(&g.WindowHours, c.WindowHours)
-	setInt(&g.AllowedSlots, c.AllowedSlots)
-	setInt(&g.StallTurns, c.StallTurns)
-	set(&g.HeartbeatSpec, c.HeartbeatSpec)
-	set(&g.HeartbeatTZ, c.HeartbeatTZ)
-	set(&g.ReportSpec, c.ReportSpec)
-	set(&g.ReportTZ, c.ReportTZ)
-	set(&g.Title, c.Title)
-	set(&g.Objective, c.Objective)
-	set(&g.Lang, c.Lang)
+	setInt(store.SettingWindowHours, &g.WindowHours, c.WindowHours)
+	setInt(store.SettingAllowedSlots, &g.AllowedSlots, c.AllowedSlots)
+	setInt(store.SettingStallTurns, &g.StallTurns, c.StallTurns)
+	set(store.SettingHeartbeatSpec, &g.HeartbeatSpec, c.HeartbeatSpec)
+	set(store.SettingHeartbeatTZ, &g.HeartbeatTZ, c.HeartbeatTZ)
+	set(store.SettingReportSpec, &g.ReportSpec, c.ReportSpec)
+	set(store.SettingReportTZ, &g.ReportTZ, c.ReportTZ)
+	set("", &g.Title, c.Title)
+	set("", &g.Objective, c.Objective)
+	set(store.SettingLang, &g.Lang, c.Lang)
 	g.Owners = editList(g.Owners, c.Owners, c.AddOwners, c.RemoveOwners)
 	g.Members = editList(g.Members, c.Members, c.AddMembers, c.RemoveMembers)
-	return g
+	if err := settingsAfter(&g, c); err != nil {
+		return g, err
+	}
+	if err := contractAfter(&g, c); err != nil {
+		return g, err
+	}
+	for _, f := range c.Defaults {
+		if !slices.Contains(store.Settings(), f) || f == store.SettingPermissionTimeout {
+			return g, store.Errorf(store.ErrInvalid, "defaults", "%q is not a goal setting with a machine default", clipStr(f))
+		}
+		toDefault(&g, f, d)
+	}
+	return g, nil
 }
 
-func computeGoal(ctx context.Context, db store.DB, g store.Goal, req Request, now time.Time, defaults store.GoalDefaults) (computed, error) {
-	if g.Status == store.GoalDone {
-		return computed{}, store.Errorf(store.ErrRefused, "status", "goal %s is done; it cannot change", g.ID)
+// toDefault makes g follow the machine default of setting.
+func toDefault(g *store.Goal, setting string, d store.MachineDefaults) {
+	g.Overrides = slices.DeleteFunc(g.Overrides, func(o string) bool { return o == setting })
+	switch setting {
+	case store.SettingWindowHours:
+		g.WindowHours = d.WindowHours
+	case store.SettingAllowedSlots:
+		g.AllowedSlots = d.AllowedSlots
+	case store.SettingStallTurns:
+		g.StallTurns = d.StallTurns
+	case store.SettingHeartbeatSpec:
+		g.HeartbeatSpec = d.HeartbeatSpec
+	case store.SettingHeartbeatTZ:
+		g.HeartbeatTZ = d.HeartbeatTZ
+	case store.SettingReportSpec:
+		g.ReportSpec = d.ReportSpec
+	case store.SettingReportTZ:
+		g.ReportTZ = d.ReportTZ
+	case store.SettingLang:
+		g.Lang = d.Lang
+	case store.SettingBreakerFailures:
+		g.BreakerFailures = nil
+	case store.SettingProgressCard:
+		g.ProgressCard = nil
+	case store.SettingQuietDigests:
+		g.QuietDigests = nil
+	case store.SettingReminderMinutes:
+		g.ReminderMinutes = nil
+	case store.SettingReminderEscalate:
+		g.ReminderEscalateAfter = nil
 	}
-	after := goalAfter(g, req.Goal)
-	if err := settingsAfter(&after, req.Goal); err != nil {
+}
+
+// contractAfter applies the contract's part of c to g: scope, capabilities, criteria.
+func contractAfter(g *store.Goal, c GoalChange) error {
+	trim := func(v []string) []string {
+		out := make([]string, 0, len(v))
+		for _, s := range v {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	if c.ScopeEditable != nil {
+		g.ScopeEditable = trim(*c.ScopeEditable)
+	}
+	if c.ScopeProtected != nil {
+		g.ScopeProtected = trim(*c.ScopeProtected)
+	}
+	if c.ScopeNotes != nil {
+		g.ScopeNotes = strings.TrimSpace(*c.ScopeNotes)
+	}
+	if c.Capabilities != nil || len(c.AddCapabilities) > 0 || len(c.RemoveCapabilities) > 0 {
+		lower := func(v []string) []string {
+			out := trim(v)
+			for i := range out {
+				out[i] = strings.ToLower(out[i])
+			}
+			return out
+		}
+		var set *[]string
+		if c.Capabilities != nil {
+			l := lower(*c.Capabilities)
+			set = &l
+		}
+		g.Capabilities = editList(g.Capabilities, set, lower(c.AddCapabilities), lower(c.RemoveCapabilities))
+	}
+	if c.Criteria != nil || len(c.AddCriteria) > 0 || len(c.RemoveCriteria) > 0 {
+		cs := slices.Clone(g.Criteria)
+		if c.Criteria != nil {
+			cs = slices.Clone(*c.Criteria)
+		}
+		for _, id := range c.RemoveCriteria {
+			id = strings.ToLower(strings.TrimSpace(id))
+			if !slices.ContainsFunc(cs, func(x store.Criterion) bool { return x.ID == id }) {
+				return store.Errorf(store.ErrInvalid, "remove_criteria", "the goal has no criterion %s", clipStr(id))
+			}
+			cs = slices.DeleteFunc(cs, func(x store.Criterion) bool { return x.ID == id })
+		}
+		cs = append(cs, c.AddCriteria...)
+		out, err := store.NormalizeCriteria("criteria", "g", cs)
+		if err != nil {
+			return err
+		}
+		g.Criteria = out
+	}
+	return nil
+}
+
+func computeGoal(ctx context.Context, db store.DB, g store.Goal, req Request, now time.Time) (computed, error) {
+	if g.Status == store.GoalDone {
+		return computed{}, doneRefusal(g)
+	}
+	d, err := store.GetMachineDefaults(ctx, db)
+	if err != nil {
+		return computed{}, err
+	}
+	after, err := goalAfter(g, req.Goal, d)
+	if err != nil {
 		return computed{}, err
 	}
 	if err := store.CheckGoal(after); err != nil {
@@ -78,24 +202,47 @@ func computeGoal(ctx context.Context, db store.DB, g store.Goal, req Request, no
 	// The normalized request names exactly the fields that change, with their new values.
 	var n GoalChange
 	var diff []store.FieldChange
-	str := func(field string, before, after string, dst **string) {
-		if before != after {
-			diff = append(diff, store.FieldChange{Field: field, Before: before, After: after})
-			v := after
+	// shown writes a setting's value with its source: a value that follows the machine
+	// default reads "24 (default)".
+	shown := func(gl store.Goal, setting, v string) string {
+		if setting != "" && gl.Source(setting) == store.SourceDefault {
+			return v + DefaultMark
+		}
+		return v
+	}
+	back := func(setting string) bool {
+		if g.Source(setting) == store.SourceOverride && after.Source(setting) == store.SourceDefault {
+			n.Defaults = append(n.Defaults, setting)
+			return true
+		}
+		return false
+	}
+	str := func(field, before, afterV string, dst **string) {
+		b, a := shown(g, settingOf(field), before), shown(after, settingOf(field), afterV)
+		if b == a {
+			return
+		}
+		diff = append(diff, store.FieldChange{Field: field, Before: b, After: a})
+		if !back(settingOf(field)) {
+			v := afterV
 			*dst = &v
 		}
 	}
-	num := func(field string, before, after int, dst **int) {
-		if before != after {
-			diff = append(diff, store.FieldChange{Field: field, Before: strconv.Itoa(before), After: strconv.Itoa(after)})
-			v := after
+	num := func(field string, before, afterV int, dst **int) {
+		b, a := shown(g, settingOf(field), strconv.Itoa(before)), shown(after, settingOf(field), strconv.Itoa(afterV))
+		if b == a {
+			return
+		}
+		diff = append(diff, store.FieldChange{Field: field, Before: b, After: a})
+		if !back(settingOf(field)) {
+			v := afterV
 			*dst = &v
 		}
 	}
-	list := func(field string, before, after []string, dst **[]string) {
-		if !slices.Equal(before, after) {
-			diff = append(diff, store.FieldChange{Field: field, Before: strings.Join(before, ", "), After: strings.Join(after, ", ")})
-			v := slices.Clone(after)
+	list := func(field string, before, afterV []string, dst **[]string) {
+		if !slices.Equal(before, afterV) {
+			diff = append(diff, store.FieldChange{Field: field, Before: strings.Join(before, ", "), After: strings.Join(afterV, ", ")})
+			v := slices.Clone(afterV)
 			*dst = &v
 		}
 	}
@@ -108,22 +255,94 @@ func computeGoal(ctx context.Context, db store.DB, g store.Goal, req Request, no
 	list("owners", g.Owners, after.Owners, &n.Owners)
 	list("members", g.Members, after.Members, &n.Members)
 	num("stall_turns", g.StallTurns, after.StallTurns, &n.StallTurns)
-	str("breaker_failures", showInt(g.BreakerFailures), showInt(after.BreakerFailures), &n.BreakerFailures)
-	str("progress_card", showBool(g.ProgressCard), showBool(after.ProgressCard), &n.ProgressCard)
-	str("quiet_digests", showBool(g.QuietDigests), showBool(after.QuietDigests), &n.QuietDigests)
+	nullable := func(field, before, afterV string, dst **string) {
+		if before != afterV {
+			diff = append(diff, store.FieldChange{Field: field, Before: before, After: afterV})
+			v := afterV
+			if after.Source(field) == store.SourceDefault {
+				v = "default"
+			}
+			*dst = &v
+		}
+	}
+	nullable("breaker_failures", settingShown(g, d, store.SettingBreakerFailures), settingShown(after, d, store.SettingBreakerFailures), &n.BreakerFailures)
+	nullable("progress_card", settingShown(g, d, store.SettingProgressCard), settingShown(after, d, store.SettingProgressCard), &n.ProgressCard)
+	nullable("quiet_digests", settingShown(g, d, store.SettingQuietDigests), settingShown(after, d, store.SettingQuietDigests), &n.QuietDigests)
+	nullable("reminder_minutes", settingShown(g, d, store.SettingReminderMinutes), settingShown(after, d, store.SettingReminderMinutes), &n.ReminderMinutes)
+	if b, a := settingShown(g, d, store.SettingReminderEscalate), settingShown(after, d, store.SettingReminderEscalate); b != a {
+		diff = append(diff, store.FieldChange{Field: "reminder_escalate_after", Before: b, After: a})
+		if after.ReminderEscalateAfter == nil {
+			n.Defaults = append(n.Defaults, store.SettingReminderEscalate)
+		} else {
+			v := *after.ReminderEscalateAfter
+			n.ReminderEscalateAfter = &v
+		}
+	}
 	str("title", g.Title, after.Title, &n.Title)
 	str("objective", g.Objective, after.Objective, &n.Objective)
 	str("lang", g.Lang, after.Lang, &n.Lang)
+	list("scope_editable", g.ScopeEditable, after.ScopeEditable, &n.ScopeEditable)
+	list("scope_protected", g.ScopeProtected, after.ScopeProtected, &n.ScopeProtected)
+	str("scope_notes", g.ScopeNotes, after.ScopeNotes, &n.ScopeNotes)
+	list("capabilities", g.Capabilities, after.Capabilities, &n.Capabilities)
+	if before, afterC := showCriteria(g.Criteria), showCriteria(after.Criteria); before != afterC {
+		diff = append(diff, store.FieldChange{Field: "criteria", Before: before, After: afterC})
+		cs := slices.Clone(after.Criteria)
+		n.Criteria = &cs
+	}
 	if len(diff) == 0 {
 		return computed{}, store.Errorf(store.ErrInvalid, "goal", "nothing would change: goal %s already has these settings", g.ID)
 	}
 	out := computed{req: Request{GoalID: g.ID, Kind: req.Kind, Goal: n}, diff: diff}
-	var err error
 	if out.effects, err = goalEffects(ctx, db, g, after, now); err != nil {
 		return computed{}, err
 	}
-	out.effects = append(out.effects, settingEffects(g, after, defaults)...)
+	out.effects = append(out.effects, settingEffects(g, after, d)...)
+	fx, err := contractEffects(ctx, db, g, after)
+	if err != nil {
+		return computed{}, err
+	}
+	out.effects = append(out.effects, fx...)
 	return out, nil
+}
+
+// DefaultMark follows a value in a diff when the value is the machine default the goal
+// follows ("24 (default)"); ValueName words it per language.
+const DefaultMark = " (default)"
+
+// settingOf is the setting with a machine default a diff field is ("" for the others).
+func settingOf(field string) string {
+	if slices.Contains(store.Settings(), field) && store.IsMaterialized(field) {
+		return field
+	}
+	return ""
+}
+
+// settingShown is a nullable setting's effective value, marked when it is the default.
+func settingShown(g store.Goal, d store.MachineDefaults, setting string) string {
+	for _, v := range store.GoalSettings(g, d, store.PermissionPolicy{}) {
+		if v.Setting == setting {
+			if v.Source == store.SourceDefault {
+				return v.Value + DefaultMark
+			}
+			return v.Value
+		}
+	}
+	return ""
+}
+
+// showCriteria writes criteria as a diff shows them: "g1: tests pass; g2: docs updated".
+func showCriteria(cs []store.Criterion) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.ID + ": " + c.Text
+	}
+	return strings.Join(parts, "; ")
+}
+
+func doneRefusal(g store.Goal) error {
+	return &store.Error{Kind: store.ErrRefused, Field: "status", Reason: store.ReasonGoalDone,
+		Msg: fmt.Sprintf("goal %s is done; it cannot change (reopen it first)", g.ID)}
 }
 
 func goalEffects(ctx context.Context, db store.DB, before, after store.Goal, now time.Time) ([]store.Effect, error) {
@@ -226,7 +445,8 @@ func computeStatus(ctx context.Context, db store.DB, g store.Goal, req Request, 
 	}
 	switch {
 	case g.Status == store.GoalDone:
-		return computed{}, store.Errorf(store.ErrRefused, "status", "goal %s is done; it cannot be paused or resumed", g.ID)
+		return computed{}, &store.Error{Kind: store.ErrRefused, Field: "status", Reason: store.ReasonGoalDone,
+			Msg: fmt.Sprintf("goal %s is done; it cannot be paused or resumed (reopen it instead)", g.ID)}
 	case g.Status == want && want == store.GoalStopped:
 		return computed{}, store.Errorf(store.ErrInvalid, "status", "goal %s is already paused", g.ID)
 	case g.Status == want:
@@ -270,7 +490,8 @@ func findAgent(ctx context.Context, db store.DB, goalID, agentID string) (store.
 }
 
 func settingsOf(a store.Agent) store.AgentSettings {
-	return store.AgentSettings{Runner: a.Runner, RunnerConfig: a.RunnerConfig, WorkMode: a.WorkMode, IsDefault: a.IsDefault}
+	return store.AgentSettings{Runner: a.Runner, RunnerConfig: a.RunnerConfig, WorkMode: a.WorkMode, IsDefault: a.IsDefault,
+		Capabilities: slices.Clone(a.Capabilities)}
 }
 
 func agentAfter(a store.AgentSettings, c AgentChange) store.AgentSettings {
@@ -286,12 +507,29 @@ func agentAfter(a store.AgentSettings, c AgentChange) store.AgentSettings {
 	if c.IsDefault != nil {
 		a.IsDefault = *c.IsDefault
 	}
+	if c.Capabilities != nil || len(c.Grant) > 0 || len(c.Revoke) > 0 {
+		lower := func(v []string) []string {
+			out := make([]string, 0, len(v))
+			for _, s := range v {
+				if s = strings.ToLower(strings.TrimSpace(s)); s != "" {
+					out = append(out, s)
+				}
+			}
+			return out
+		}
+		var set *[]string
+		if c.Capabilities != nil {
+			l := lower(*c.Capabilities)
+			set = &l
+		}
+		a.Capabilities = editList(a.Capabilities, set, lower(c.Grant), lower(c.Revoke))
+	}
 	return a
 }
 
 func computeAgent(ctx context.Context, db store.DB, g store.Goal, req Request) (computed, error) {
 	if g.Status == store.GoalDone {
-		return computed{}, store.Errorf(store.ErrRefused, "status", "goal %s is done; it cannot change", g.ID)
+		return computed{}, doneRefusal(g)
 	}
 	a, agents, err := findAgent(ctx, db, g.ID, req.AgentID)
 	if err != nil {
@@ -301,6 +539,10 @@ func computeAgent(ctx context.Context, db store.DB, g store.Goal, req Request) (
 	after := agentAfter(before, req.Agent)
 	if err := store.CheckAgentSettings(after); err != nil {
 		return computed{}, err
+	}
+	if miss := store.Missing(after.Capabilities, g.Capabilities); len(miss) > 0 {
+		return computed{}, store.Errorf(store.ErrInvalid, "capabilities", "goal %s grants no capability %s (it grants: %s); add it to the goal first",
+			g.ID, strings.Join(miss, ", "), noneIfEmpty(strings.Join(g.Capabilities, ", ")))
 	}
 	var n AgentChange
 	var diff []store.FieldChange
@@ -338,6 +580,17 @@ func computeAgent(ctx context.Context, db store.DB, g store.Goal, req Request) (
 			fx = append(fx, store.Effect{Code: "no_default_agent", Args: map[string]string{"agent": a.ID}})
 		}
 	}
+	if !slices.Equal(before.Capabilities, after.Capabilities) {
+		diff = append(diff, store.FieldChange{Field: "capabilities", Before: strings.Join(before.Capabilities, ", "), After: strings.Join(after.Capabilities, ", ")})
+		caps := slices.Clone(after.Capabilities)
+		n.Capabilities = &caps
+		if added := store.Missing(after.Capabilities, before.Capabilities); len(added) > 0 {
+			fx = append(fx, store.Effect{Code: "capabilities_granted", Args: map[string]string{"agent": a.ID, "names": strings.Join(added, ", ")}})
+		}
+		if removed := store.Missing(before.Capabilities, after.Capabilities); len(removed) > 0 {
+			fx = append(fx, store.Effect{Code: "capabilities_revoked", Args: map[string]string{"agent": a.ID, "names": strings.Join(removed, ", ")}})
+		}
+	}
 	if len(diff) == 0 {
 		return computed{}, store.Errorf(store.ErrInvalid, "agent", "nothing would change: agent %s already has these settings", a.ID)
 	}
@@ -357,17 +610,28 @@ func compact(raw json.RawMessage) string {
 	return buf.String()
 }
 
-// apply makes the normalized change on the locked goal g (still at the proposal's version).
-// An agent change also moves the goal's version on, so other proposals computed before it go
-// stale.
-func apply(ctx context.Context, tx *store.Tx, g store.Goal, req Request, now time.Time) (store.Goal, error) {
+// apply makes the normalized change on the locked goal g (still at the proposal's version),
+// proposal p settled by m.Actor. An agent change also moves the goal's version on, so other
+// proposals computed before it go stale. A change of the objective (a replan, or a goal.set
+// naming it) is recorded in the goal's trail, and so are done and reopen.
+func (k *Kernel) apply(ctx context.Context, tx *store.Tx, g store.Goal, req Request, p store.Proposal, m store.Meta, now time.Time) (store.Goal, error) {
 	switch req.Kind {
 	case store.ProposalGoalSet:
-		after := goalAfter(g, req.Goal)
-		if err := settingsAfter(&after, req.Goal); err != nil {
+		d, err := store.GetMachineDefaults(ctx, tx)
+		if err != nil {
 			return store.Goal{}, err
 		}
-		return store.WriteGoal(ctx, tx, after, now)
+		after, err := goalAfter(g, req.Goal, d)
+		if err != nil {
+			return store.Goal{}, err
+		}
+		out, err := store.WriteGoal(ctx, tx, after, now)
+		if err != nil || out.Objective == g.Objective {
+			return out, err
+		}
+		_, err = store.InsertDecision(ctx, tx, store.GoalDecision{GoalID: g.ID, Kind: store.DecisionReplan, ProposalID: p.ID,
+			GoalVersion: out.Version, Before: g.Objective, After: out.Objective, ProposedBy: p.ProposedBy, DecidedBy: m.Actor}, now)
+		return out, err
 	case store.ProposalGoalPause:
 		return store.SetGoalStatus(ctx, tx, g.ID, store.GoalStopped, now)
 	case store.ProposalGoalResume:
@@ -377,10 +641,20 @@ func apply(ctx context.Context, tx *store.Tx, g store.Goal, req Request, now tim
 		if err != nil {
 			return store.Goal{}, err
 		}
-		if _, err := store.SetAgentSettings(ctx, tx, g.ID, a.ID, agentAfter(settingsOf(a), req.Agent)); err != nil {
+		after := agentAfter(settingsOf(a), req.Agent)
+		if miss := store.Missing(after.Capabilities, g.Capabilities); len(miss) > 0 {
+			return store.Goal{}, store.Errorf(store.ErrRefused, "capabilities", "goal %s no longer grants %s", g.ID, strings.Join(miss, ", "))
+		}
+		if _, err := store.SetAgentSettings(ctx, tx, g.ID, a.ID, after); err != nil {
 			return store.Goal{}, err
 		}
 		return store.WriteGoal(ctx, tx, g, now)
+	case store.ProposalGoalDone:
+		return k.applyDone(ctx, tx, g, req, p, m, now)
+	case store.ProposalGoalReopen:
+		return applyReopen(ctx, tx, g, req, p, m, now)
+	case store.ProposalGoalReplan:
+		return applyReplan(ctx, tx, g, req, p, m, now)
 	}
 	return store.Goal{}, store.Errorf(store.ErrInvalid, "kind", "%q is not a change kind", req.Kind)
 }
@@ -426,7 +700,44 @@ func settingsAfter(g *store.Goal, c GoalChange) error {
 	if err := onOff("progress_card", c.ProgressCard, &g.ProgressCard); err != nil {
 		return err
 	}
-	return onOff("quiet_digests", c.QuietDigests, &g.QuietDigests)
+	if err := onOff("quiet_digests", c.QuietDigests, &g.QuietDigests); err != nil {
+		return err
+	}
+	if c.ReminderMinutes != nil {
+		v := strings.TrimSpace(*c.ReminderMinutes)
+		if strings.EqualFold(v, "default") {
+			g.ReminderMinutes = nil
+		} else {
+			ladder, err := ParseLadder(v)
+			if err != nil {
+				return err
+			}
+			g.ReminderMinutes = ladder
+		}
+	}
+	if c.ReminderEscalateAfter != nil {
+		n := *c.ReminderEscalateAfter
+		g.ReminderEscalateAfter = &n
+	}
+	return nil
+}
+
+// ParseLadder reads a reminder ladder as people type it: waits in minutes, "30,60,120" (or
+// separated by spaces).
+func ParseLadder(v string) ([]int, error) {
+	fields := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '，' })
+	if len(fields) == 0 || len(fields) > 10 {
+		return nil, store.Errorf(store.ErrInvalid, "reminder_minutes", "give 1 to 10 waits in minutes, such as 30,60,120")
+	}
+	out := make([]int, len(fields))
+	for i, f := range fields {
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(f), "m"))
+		if err != nil || n < 1 || n > 7*24*60 {
+			return nil, store.Errorf(store.ErrInvalid, "reminder_minutes", "%q is not a wait from 1 to 10080 minutes", clipStr(f))
+		}
+		out[i] = n
+	}
+	return out, nil
 }
 
 func clipStr(s string) string {
@@ -457,7 +768,7 @@ func showBool(v *bool) string {
 
 // settingEffects words what a change of the settings with a machine default does, with
 // the machine default spelled out where it applies.
-func settingEffects(before, after store.Goal, d store.GoalDefaults) []store.Effect {
+func settingEffects(before, after store.Goal, d store.MachineDefaults) []store.Effect {
 	var fx []store.Effect
 	mark := func(v bool) string {
 		if v {
@@ -494,6 +805,11 @@ func settingEffects(before, after store.Goal, d store.GoalDefaults) []store.Effe
 func Words(tpl *templates.Set, lang string, effects []store.Effect) ([]string, error) {
 	out := make([]string, 0, len(effects))
 	for _, e := range effects {
+		if f, ok := e.Args["field"]; ok { // a setting's name, worded in lang
+			args := maps.Clone(e.Args)
+			args["field"] = FieldName(tpl, lang, f)
+			e.Args = args
+		}
 		s, err := tpl.Text(lang, "effect", e)
 		if err != nil {
 			return nil, fmt.Errorf("word effect %s: %w", e.Code, err)
@@ -515,12 +831,26 @@ func FieldName(tpl *templates.Set, lang, field string) string {
 // ValueName words a field's value for people where the value is a state ("stopped" reads
 // "Paused", "已暂停"); any other value reads as it is.
 func ValueName(tpl *templates.Set, lang, field, value string) string {
+	if base, ok := strings.CutSuffix(value, DefaultMark); ok {
+		shown := "—"
+		if base != "" {
+			shown = ValueName(tpl, lang, field, base)
+		}
+		return tpl.Word(lang, "setting.default_value", shown)
+	}
 	if value == "" {
 		return ""
 	}
 	s, err := tpl.Text(lang, "field", map[string]string{"Field": field, "Value": value})
 	if err != nil {
 		return value
+	}
+	return s
+}
+
+func noneIfEmpty(s string) string {
+	if s == "" {
+		return "none"
 	}
 	return s
 }

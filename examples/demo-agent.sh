@@ -5,7 +5,8 @@
 # LOOPX_URL, LOOPX_TOKEN, LOOPX_GOAL_ID, LOOPX_AGENT_ID, LOOPX_TURN_ID, LOOPX_TODO_ID in the
 # environment. It answers inbox messages, then works on the selected todo: a todo that
 # mentions "ask the owner" is drafted and put to the owner as a gate; once the owner approves,
-# the next turn finishes it. Every step is recorded as evidence, and the slot is spent once.
+# the next turn finishes it. Every step is recorded as evidence (naming the acceptance
+# criteria it meets), the turn ends with a handoff to the next one, and the slot is spent once.
 set -u
 LOOPX="${LOOPX_BIN:-loopx}"
 G="$LOOPX_GOAL_ID"
@@ -56,13 +57,14 @@ case "$text" in
 	fi
 	;;
 *)
-	lx evidence add --goal-id "$G" --agent-id "$A" --todo-id "$TODO" --kind link \
+	lx evidence add --goal-id "$G" --agent-id "$A" --todo-id "$TODO" --kind link --criterion c1 --criterion g1 \
 		--summary "Published: $text" --ref "https://example.invalid/release-notes" >/dev/null
 	lx todo done --goal-id "$G" --todo-id "$TODO" --agent-id "$A" >/dev/null
 	say "todo $TODO is done"
 	;;
 esac
 
-lx refresh-state --goal-id "$G" --agent-id "$A" --turn-instance-id "$T" --next-action "continue with the next open todo" >/dev/null || true
+lx refresh-state --goal-id "$G" --agent-id "$A" --turn-instance-id "$T" --next-action "continue with the next open todo" \
+	--done "worked on todo $TODO: $text" >/dev/null || true
 lx quota spend-slot --goal-id "$G" --agent-id "$A" --turn-instance-id "$T" --todo-id "$TODO" >/dev/null || say "no slot owed"
 say "turn $T finished"

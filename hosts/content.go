@@ -19,7 +19,7 @@ const CommandName = "loopx"
 // toolNames are the MCP server's tools, for permission lists.
 var toolNames = []string{"should_run", "todo_list", "todo_add", "todo_claim", "todo_update", "todo_finish",
 	"evidence_add", "gate_ask", "gate_list", "inbox_drain", "inbox_ack", "inbox_reply", "refresh_state",
-	"spend_slot", "goal_status"}
+	"spend_slot", "goal_status", "todo_handoff", "acknowledge"}
 
 // description is what a host lists for the command or skill in every session: it says what
 // the command does and never asks for a LoopX turn by itself.

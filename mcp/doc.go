@@ -31,6 +31,13 @@
 //   - progress records one line of what the turn is doing now (the chat's progress card
 //     shows it); should_run answers stop when an owner sent /stop and held while the breaker
 //     holds the agent, and the next steps say what to do.
+//   - Every should_run answer carries the goal contract (objective, scope, capabilities,
+//     criteria with which are met), the oldest handoff to this agent it has not acknowledged
+//     (continuation) and an unacknowledged replan (objective_changed); next_step says what
+//     to do with each (acknowledge after reading; name the todo's criteria in evidence; stay
+//     in scope; stop when the goal is done). todo_handoff and refresh_state's handoff hand
+//     work on; acknowledge settles what was read. loopx://goal carries the contract and
+//     every setting with its source (default or override).
 //   - file_get reads a file an inbox message or evidence carries; evidence_add and
 //     inbox_reply attach one by file_name and content_base64, or by file_path only under
 //     `loopx mcp`, where the server runs on the agent's machine (LocalFiles).

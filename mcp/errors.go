@@ -39,8 +39,12 @@ func nextStep(s *server, e *api.Error) string {
 	case api.CodeUnauthenticated:
 		return "LoopX does not know the token this server uses: " + connect + "."
 	case api.CodeForbidden:
-		if e.Reason == store.ReasonTokenScope {
+		switch e.Reason {
+		case store.ReasonTokenScope:
 			return fmt.Sprintf("this project is connected to goal %q as agent %q, but the token in use belongs to another goal or agent. Stop working on LoopX state and %s.", s.goal, s.agent, connect)
+		case store.ReasonMissingCapability:
+			return "this agent lacks a capability the todo requires (named above; should_run's contract.capabilities lists what it holds). Do not retry and do not work on that todo: " +
+				"pick another (should_run selects one this agent may take), or tell the user that an owner can grant the capability or give the todo to another agent."
 		}
 		return "the agent may not do this; it needs an owner or the admin. Stop and tell the user what you tried."
 	case api.CodeNotFound:
@@ -71,6 +75,13 @@ func nextStep(s *server, e *api.Error) string {
 			return "do not spend for this turn: only a turn that should_run opened (decision run) and that completed is spent, once. End the turn without spending; the next turn starts with should_run."
 		case store.ReasonGateClosed:
 			return "the gate is no longer open: call gate_list to see its answer."
+		case store.ReasonCriteriaUnmet:
+			return "the todo's criteria named above have no evidence yet. For each one your work really meets, call evidence_add with its id in criteria (and what shows it), then todo_finish again; " +
+				"if one cannot be met, leave the todo open and tell the user (an owner may waive a criterion)."
+		case store.ReasonHandoffNote:
+			return "the todo has evidence, so it changes hands only with a handoff note: call again with note (what was done) and next, or hand it over with todo_handoff."
+		case store.ReasonGoalDone:
+			return "the goal is done: it takes this only after an owner reopens it. Do no more work on it; stop without spending, and stop the loop."
 		}
 		return "the current state does not allow this: call goal_status to see why, and do not retry the same call."
 	case api.CodeFull:

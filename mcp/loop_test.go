@@ -26,7 +26,10 @@ func followTask(t *testing.T, cs *sdk.ClientSession, task string) (int64, mcp.Sh
 	t.Helper()
 	steps := templates.LoopSteps(templates.LoopCall{Command: "/loopx", Task: `"` + task + `"`})
 	for _, want := range []string{"`todo_add` with `{\"text\": \"<the task>\", \"claim\": true}`", "`should_run`\n     with `{\"todo_id\":",
-		"`should_run: false`", "`your_turn.todo_id`", "`evidence_add` with `{\"todo_id\": <the turn's todo_id>", "`spend_slot` with `{}`"} {
+		"`should_run: false`", "`done` (the goal\n   is finished", "`your_turn.todo_id`",
+		"`continuation`", "`acknowledge` with `{\"handoff_id\": <its handoff_id>}`", "`objective_changed`", "`{\"decision_id\": <its decision_id>}`",
+		"`evidence_add` with `{\"todo_id\": <the turn's todo_id>", "`\"criteria\": [<ids>]`", "`selected_todo.criteria`",
+		"`\"handoff\": {\"done\": \"...\", \"next\": \"...\", \"questions\": \"...\"}`", "`spend_slot` with `{}`"} {
 		require.Contains(t, steps, want, "the steps this walk follows")
 	}
 	todo := ok[mcp.TodoOut](t, cs, "todo_add", map[string]any{"text": task, "claim": true})
@@ -35,9 +38,22 @@ func followTask(t *testing.T, cs *sdk.ClientSession, task string) (int64, mcp.Sh
 		return todo.Todo.ID, d
 	}
 	require.NotNil(t, d.YourTurn, d.NextStep)
+	require.NotNil(t, d.Contract, "step 3 reads the contract")
+	if c := d.Continuation; c != nil {
+		ok[store.Ack](t, cs, "acknowledge", map[string]any{"handoff_id": c.ID})
+	}
+	if oc := d.ObjectiveChanged; oc != nil {
+		ok[store.Ack](t, cs, "acknowledge", map[string]any{"decision_id": oc.DecisionID})
+	}
 	turnTodo := d.YourTurn.TodoID
-	ok[mcp.EvidenceOut](t, cs, "evidence_add", map[string]any{"todo_id": turnTodo, "summary": "did " + task, "kind": "note"})
-	ok[mcp.RefreshStateOut](t, cs, "refresh_state", map[string]any{"next_action": "check " + task})
+	ev := map[string]any{"todo_id": turnTodo, "summary": "did " + task, "kind": "note"}
+	if st := d.SelectedTodo; st != nil && len(st.Criteria) > 0 {
+		ev["criteria"] = store.CriterionIDs(st.Criteria)
+	}
+	ok[mcp.EvidenceOut](t, cs, "evidence_add", ev)
+	ok[mcp.TodoOut](t, cs, "todo_finish", map[string]any{"todo_id": turnTodo})
+	ok[mcp.RefreshStateOut](t, cs, "refresh_state", map[string]any{"next_action": "check " + task,
+		"handoff": map[string]any{"done": "did " + task, "next": "check " + task}})
 	ok[mcp.SpendSlotOut](t, cs, "spend_slot", map[string]any{})
 	return todo.Todo.ID, d
 }
@@ -113,6 +129,38 @@ func TestLoopStepsAgainstTheServer(t *testing.T) {
 		require.NoError(t, err)
 		_, d := followTask(t, s, "more work")
 		noTurn(t, "busy", d, quota.StateBusy, "Another turn of this agent is live")
+	})
+	t.Run("handed over and replanned", func(t *testing.T) {
+		s := newGoal(t, "relay", nil)
+		_, err := b.st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "relay", AgentID: "peer", Meta: setupMeta})
+		require.NoError(t, err)
+		older, err := b.st.AddTodo(ctx, store.AddTodoParams{GoalID: "relay", Text: "the grammar", ClaimFor: "peer", Meta: setupMeta})
+		require.NoError(t, err)
+		h, err := b.st.HandOff(ctx, store.HandoffParams{GoalID: "relay", TodoID: older.ID, From: "peer", To: "codex", Kind: store.HandoffReview,
+			Done: "the grammar", Next: "review it", Meta: setupMeta})
+		require.NoError(t, err)
+		admin := b.client(adminToken)
+		_, err = admin.Do(ctx, client.Request{Method: "POST", Path: client.GoalPath("relay", "replan"), IdempotencyKey: "replan-relay",
+			Body: map[string]any{"objective": "Ship the grammar too", "reason": "asked by the customer"}})
+		require.NoError(t, err)
+		todo, d := followTask(t, s, "the user's task")
+		require.True(t, d.ShouldRun, d.NextStep)
+		require.Equal(t, todo, d.SelectedTodo.ID, "the task's todo, not the handed one")
+		require.Equal(t, h.ID, d.Continuation.ID)
+		require.Contains(t, d.NextStep, "acknowledge with handoff_id "+itoa(h.ID))
+		require.Contains(t, d.NextStep, "acknowledge with decision_id "+itoa(d.ObjectiveChanged.DecisionID))
+		named(t, "relay", todo)
+		require.Equal(t, 1, b.count(`SELECT count(*) FROM handoff WHERE id = $1 AND acked_at IS NOT NULL`, h.ID), "the steps acknowledged it")
+		require.Equal(t, 1, b.count(`SELECT count(*) FROM handoff WHERE goal_id = 'relay' AND from_agent = 'codex' AND to_agent = 'codex' AND todo_id = $1`, todo),
+			"the turn ended with a handoff")
+	})
+	t.Run("done", func(t *testing.T) {
+		s := newGoal(t, "finished", nil)
+		_, err := b.client(adminToken).Do(ctx, client.Request{Method: "POST", Path: client.GoalPath("finished", "done"), IdempotencyKey: "done-finished",
+			Body: map[string]any{"reason": "shipped"}})
+		require.NoError(t, err)
+		_, d := followTask(t, s, "late work")
+		noTurn(t, "finished", d, quota.StateDone, "The goal is done")
 	})
 	t.Run("throttled", func(t *testing.T) {
 		s := newGoal(t, "spent", &one)

@@ -42,6 +42,7 @@ type testBundle struct {
 	todoID  int64
 	other   string // agent token of goal "other"
 	ownerID string
+	tokens  map[string]string // "goal/agent" -> token, of the goals contractGoal made
 }
 
 // setup starts the real API on a fresh database with goal demo (owner ou_owner), agent codex
@@ -54,7 +55,7 @@ func setup(t *testing.T) *testBundle {
 	kit := apitest.New(t, st, apitest.Options{AdminToken: adminToken, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	srv := httptest.NewServer(kit.API)
 	t.Cleanup(srv.Close)
-	b := &testBundle{t: t, api: kit.API, url: srv.URL, pool: pool, st: st, ownerID: "ou_owner"}
+	b := &testBundle{t: t, api: kit.API, url: srv.URL, pool: pool, st: st, ownerID: "ou_owner", tokens: map[string]string{}}
 	for _, g := range []string{"demo", "other"} {
 		_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: g, Owners: []string{b.ownerID}, Meta: setupMeta})
 		require.NoError(t, err)
@@ -148,7 +149,7 @@ func TestToolsAreListedWithSchemas(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"should_run", "todo_list", "todo_add", "todo_claim", "todo_update", "todo_finish",
 		"evidence_add", "gate_ask", "gate_list", "inbox_drain", "inbox_ack", "inbox_reply", "refresh_state",
-		"spend_slot", "goal_status", "progress", "file_get"}, names)
+		"spend_slot", "goal_status", "progress", "file_get", "todo_handoff", "acknowledge"}, names)
 	// Unconnected, the server asks for nothing: it says LoopX is not set up here.
 	instr := cs.InitializeResult().Instructions
 	require.Contains(t, instr, "LoopX is not set up in this folder")

@@ -24,12 +24,15 @@ const (
 )
 
 // GoalContract is the goal as an agent reads it: what it is for, who decides, its budget and
-// its schedules.
+// its schedules; its contract (scope, capabilities, acceptance criteria and which are met);
+// every setting with its source (default: the machine default; override: the goal's own).
 type GoalContract struct {
-	GoalID    string     `json:"goal_id"`
-	AgentID   string     `json:"agent_id"`
-	Goal      store.Goal `json:"goal"`
-	TurnRules []string   `json:"turn_rules"`
+	GoalID    string               `json:"goal_id"`
+	AgentID   string               `json:"agent_id"`
+	Goal      store.Goal           `json:"goal"`
+	Contract  store.Contract       `json:"contract"`
+	Settings  []store.SettingValue `json:"settings"`
+	TurnRules []string             `json:"turn_rules"`
 }
 
 // turnRules is the tick contract in short, the same for every goal (the loop contract's steps
@@ -37,24 +40,28 @@ type GoalContract struct {
 var turnRules = []string{
 	"A LoopX turn (the /loopx command, a heartbeat) starts with should_run (todo_id: the task's todo) and works only when it answers should_run=true.",
 	"Work on the turn's todo (your_turn.todo_id); never take another agent's claim without being asked.",
+	"Keep to the contract: change only paths in contract.scope.editable (all, when it lists none), never touch contract.scope.protected, keep to contract.scope.notes; a todo needing a capability you lack (contract.capabilities.agent) is not yours.",
+	"Read a continuation (a handoff to you) and an objective_changed before you start, and acknowledge each (acknowledge with handoff_id, decision_id).",
 	"Answer people first when inbox.pending > 0: inbox_drain, inbox_reply, inbox_ack.",
-	"Record what you produced with evidence_add; a turn without evidence counts towards the stall guard.",
+	"Record what you produced with evidence_add, naming in criteria the acceptance criteria it shows met: a todo with criteria is finished only once each is named; a turn without evidence counts towards the stall guard.",
 	"Need an owner's decision? gate_ask, and do not do the gated thing until an owner answers.",
-	"End with refresh_state (what the next turn should do) and spend_slot, once, after the work is validated; never spend on a skip.",
+	"End with refresh_state (what the next turn should do, and a handoff when work remains: done, next, questions, to_agent) and spend_slot, once, after the work is validated; never spend on a skip.",
+	"Stop when should_run answers state done: the goal is finished until an owner reopens it.",
 	"Pace a recurring loop by scheduler_hint.interval_minutes; stop the loop on stop_until_explicit_resume.",
 }
 
 func (s *server) addResources(srv *sdk.Server) {
 	srv.AddResource(&sdk.Resource{URI: GoalURI, Name: "goal", Title: "LoopX goal contract", MIMEType: "application/json",
-		Description: "The goal this project works on: objective, owners, quota policy, schedules, and the turn rules."},
+		Description: "The goal this project works on: objective, owners, quota policy, schedules, its contract (scope, capabilities, acceptance criteria), every setting marked default or override, and the turn rules."},
 		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 			if err := s.connected(ctx); err != nil {
 				return nil, rpcError(err)
 			}
-			c := GoalContract{GoalID: s.goal, AgentID: s.agent, TurnRules: turnRules}
-			if err := s.get(ctx, "read "+GoalURI, s.goalPath(), nil, &c.Goal); err != nil {
+			var g api.GoalAnswer
+			if err := s.get(ctx, "read "+GoalURI, s.goalPath(), nil, &g); err != nil {
 				return nil, rpcError(err)
 			}
+			c := GoalContract{GoalID: s.goal, AgentID: s.agent, Goal: g.Goal, Contract: g.Contract, Settings: g.Settings, TurnRules: turnRules}
 			return jsonResource(req.Params.URI, c)
 		})
 	srv.AddResource(&sdk.Resource{URI: StateURI, Name: "state", Title: "LoopX state", MIMEType: "application/json",
@@ -118,15 +125,10 @@ func (s *server) turnPrompt(ctx context.Context, task string) (string, error) {
 	if err := s.peek(ctx, "turn prompt", &d); err != nil {
 		return "", err
 	}
-	data := map[string]any{
-		"AgentID": s.agent, "GoalID": s.goal, "GoalTitle": goal.Title, "TurnInstanceID": "", "Deadline": "",
-		"Objective": goal.Objective, "Action": d.EffectiveAction, "Reason": d.Reason, "NextAction": d.NextAction,
-		"TodoID": int64(0), "TodoPriority": 0, "TodoText": "",
-		"InboxPending": d.Inbox.Pending, "InboxSteer": d.Inbox.Steer, "GatesOpen": len(d.Gates.Open),
-		"Commands": []string(nil), "Via": "mcp",
-	}
-	if d.SelectedTodo != nil {
-		data["TodoID"], data["TodoPriority"], data["TodoText"] = d.SelectedTodo.ID, d.SelectedTodo.Priority, d.SelectedTodo.Text
+	data := d.PromptData()
+	for k, v := range map[string]any{"AgentID": s.agent, "GoalID": s.goal, "GoalTitle": goal.Title, "TurnInstanceID": "",
+		"Deadline": "", "Objective": goal.Objective, "Commands": []string(nil), "Via": "mcp"} {
+		data[k] = v
 	}
 	text, err := s.tpl.Text(goal.Lang, "turn_prompt", data)
 	if err != nil {

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -13,7 +14,7 @@ import (
 //   - one type per schema: an optional input is simply optional (a pointer's null is dropped:
 //     models omit what they do not set), and a nullable output member is anyOf null and its
 //     type;
-//   - closed sets as enum (enums, by input property name).
+//   - closed sets as enum (enums, by input property path).
 
 // portableInput rewrites an inferred input schema in place.
 func portableInput(s *jsonschema.Schema, enums map[string][]any) *jsonschema.Schema {
@@ -22,10 +23,22 @@ func portableInput(s *jsonschema.Schema, enums map[string][]any) *jsonschema.Sch
 			n.Type, n.Types = nonNull(n.Types), nil
 		}
 	})
-	for name, values := range enums {
-		if p := s.Properties[name]; p != nil {
+	for path, values := range enums {
+		if p := property(s, path); p != nil {
 			p.Enum = values
 		}
+	}
+	return s
+}
+
+// property is the schema of the property at path (names joined by dots: handoff.kind), nil
+// when there is none.
+func property(s *jsonschema.Schema, path string) *jsonschema.Schema {
+	for name := range strings.SplitSeq(path, ".") {
+		if s == nil {
+			return nil
+		}
+		s = s.Properties[name]
 	}
 	return s
 }

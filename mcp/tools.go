@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -74,6 +73,9 @@ type TodoAddIn struct {
 	Priority *int   `json:"priority,omitempty" jsonschema:"0 (most urgent) to 4; default 2"`
 	Role     string `json:"role,omitempty" jsonschema:"agent (default) or user: a todo for a person"`
 	Claim    bool   `json:"claim,omitempty" jsonschema:"claim it for this agent at once; inside a live turn that has recorded nothing yet, the turn moves to it"`
+	// Criteria and Requires are set when the todo is added; only people change them later.
+	Criteria []string `json:"criteria,omitempty" jsonschema:"acceptance criteria, each 'what must be true' or 'c2: what must be true' (ids c1, c2... unless given): the todo is finished only once evidence names each"`
+	Requires []string `json:"requires,omitempty" jsonschema:"capabilities an agent needs to claim it, among the goal's (contract.capabilities.goal), such as write-code"`
 }
 
 // TodoOut is one todo.
@@ -85,9 +87,34 @@ type TodoOut struct {
 
 // TodoClaimIn is todo_claim's input.
 type TodoClaimIn struct {
-	TodoID       int64 `json:"todo_id" jsonschema:"the todo to claim (should_run's selected_todo.todo_id)"`
-	Transfer     bool  `json:"transfer,omitempty" jsonschema:"take it over from the agent that holds it; only when the user asked"`
-	LeaseSeconds int   `json:"lease_seconds,omitempty" jsonschema:"the claim expires after this many seconds (default never)"`
+	TodoID       int64  `json:"todo_id" jsonschema:"the todo to claim (should_run's selected_todo.todo_id)"`
+	Transfer     bool   `json:"transfer,omitempty" jsonschema:"take it over from the agent that holds it; only when the user asked"`
+	LeaseSeconds int    `json:"lease_seconds,omitempty" jsonschema:"the claim expires after this many seconds (default never)"`
+	Note         string `json:"note,omitempty" jsonschema:"with transfer: what the previous holder did (needed when the todo has evidence); recorded as a handoff"`
+	Next         string `json:"next,omitempty" jsonschema:"with transfer: what is next"`
+}
+
+// TodoHandoffIn is todo_handoff's input.
+type TodoHandoffIn struct {
+	TodoID      int64   `json:"todo_id" jsonschema:"the todo to hand on (one this agent holds, or nobody does)"`
+	ToAgent     string  `json:"to_agent" jsonschema:"the agent that receives it (this agent's own id: your own next turn)"`
+	Kind        string  `json:"kind,omitempty" jsonschema:"what the receiver does: resume (default), review, verify or answer_gate"`
+	Done        string  `json:"done,omitempty" jsonschema:"what was done (give done or next)"`
+	Next        string  `json:"next,omitempty" jsonschema:"what is next, for the receiver"`
+	Questions   string  `json:"questions,omitempty" jsonschema:"open questions"`
+	EvidenceIDs []int64 `json:"evidence_ids,omitempty" jsonschema:"the evidence it rests on (default the todo's)"`
+}
+
+// HandoffOut is a recorded handoff and what to do now.
+type HandoffOut struct {
+	Handoff  store.Handoff `json:"handoff"`
+	NextStep string        `json:"next_step"`
+}
+
+// AcknowledgeIn is acknowledge's input: one of the two ids.
+type AcknowledgeIn struct {
+	HandoffID  int64 `json:"handoff_id,omitempty" jsonschema:"the continuation read (should_run's continuation.handoff_id)"`
+	DecisionID int64 `json:"decision_id,omitempty" jsonschema:"the objective change read (should_run's objective_changed.decision_id)"`
 }
 
 // TodoUpdateIn is todo_update's input.
@@ -112,6 +139,8 @@ type EvidenceAddIn struct {
 	TodoID  int64  `json:"todo_id,omitempty" jsonschema:"the todo it belongs to"`
 	Kind    string `json:"kind,omitempty" jsonschema:"link, command, note (default) or artifact"`
 	Ref     string `json:"ref,omitempty" jsonschema:"a link, the command that checks it, or an artifact path"`
+	// Criteria are what lets a todo with criteria be finished.
+	Criteria []string `json:"criteria,omitempty" jsonschema:"the acceptance criteria this evidence shows met: ids of the todo's (selected_todo.criteria) or the goal's (contract.criteria), such as c1 or g2"`
 	FileIn
 }
 
@@ -190,13 +219,26 @@ type FileGetOut struct {
 
 // RefreshStateIn is refresh_state's input.
 type RefreshStateIn struct {
-	NextAction     string `json:"next_action,omitempty" jsonschema:"what the next turn should do first"`
-	TurnInstanceID string `json:"turn_instance_id,omitempty" jsonschema:"the turn; default this session's turn"`
+	NextAction     string      `json:"next_action,omitempty" jsonschema:"what the next turn should do first"`
+	TurnInstanceID string      `json:"turn_instance_id,omitempty" jsonschema:"the turn; default this session's turn"`
+	Handoff        *HandoffArg `json:"handoff,omitempty" jsonschema:"a handoff, when work remains: what was done, what is next, for whom (default your own next turn)"`
 }
 
-// RefreshStateOut is the quota-neutral state record.
+// HandoffArg is the handoff a turn ends with.
+type HandoffArg struct {
+	Done      string `json:"done,omitempty" jsonschema:"what this turn did"`
+	Next      string `json:"next,omitempty" jsonschema:"what is next (default next_action)"`
+	Questions string `json:"questions,omitempty" jsonschema:"open questions"`
+	ToAgent   string `json:"to_agent,omitempty" jsonschema:"the agent it is for (default this agent's next turn); the turn's todo moves to it"`
+	Kind      string `json:"kind,omitempty" jsonschema:"resume (default), review, verify or answer_gate"`
+	TodoID    int64  `json:"todo_id,omitempty" jsonschema:"the todo it is about (default the turn's)"`
+}
+
+// RefreshStateOut is the quota-neutral state record and, when the turn handed off, the
+// handoff.
 type RefreshStateOut struct {
-	Entry store.LedgerEntry `json:"state_refreshed"`
+	Entry   store.LedgerEntry `json:"state_refreshed"`
+	Handoff *store.Handoff    `json:"handoff,omitempty"`
 }
 
 // SpendSlotIn is spend_slot's input.
@@ -215,12 +257,18 @@ type GoalStatusIn struct{}
 
 func boolPtr(b bool) *bool { return &b }
 
-// inputEnums are the closed sets of the tools' inputs, by tool and property.
+// handoffKinds are the kinds of a handoff.
+var handoffKinds = []any{store.HandoffResume, store.HandoffReview, store.HandoffVerify, store.HandoffAnswerGate}
+
+// inputEnums are the closed sets of the tools' inputs, by tool and property (a dotted path
+// for a member of an object property).
 var inputEnums = map[string]map[string][]any{
-	"todo_add":     {"role": {"agent", "user"}},
-	"todo_update":  {"status": {store.TodoOpen, store.TodoBlocked, store.TodoDone, store.TodoCancelled}},
-	"evidence_add": {"kind": {"link", "command", "note", "artifact"}},
-	"gate_list":    {"status": {store.GateOpen, store.GateApproved, store.GateRejected, store.GateAnswered, store.GateCancelled}},
+	"todo_add":      {"role": {"agent", "user"}},
+	"todo_update":   {"status": {store.TodoOpen, store.TodoBlocked, store.TodoDone, store.TodoCancelled}},
+	"evidence_add":  {"kind": {"link", "command", "note", "artifact"}},
+	"gate_list":     {"status": {store.GateOpen, store.GateApproved, store.GateRejected, store.GateAnswered, store.GateCancelled}},
+	"todo_handoff":  {"kind": handoffKinds},
+	"refresh_state": {"handoff.kind": handoffKinds},
 }
 
 func (s *server) addTools(srv *sdk.Server) error {
@@ -230,19 +278,21 @@ func (s *server) addTools(srv *sdk.Server) error {
 	}
 	for _, err := range []error{
 		addTool(s.shared, srv, &sdk.Tool{Name: "should_run", Annotations: write(),
-			Description: "Opens a LoopX turn (the /loopx steps, a heartbeat): answers whether to work now. A run answer opens the turn on a todo (todo_id names it; else the goal's next one); a skip answer (should_run false) opens nothing and says why and when to check again (next_step, scheduler_hint)."}, s.shouldRun, mergedSchema[quota.Decision, ShouldRunExtra]),
+			Description: "Opens a LoopX turn (the /loopx steps, a heartbeat): answers whether to work now. A run answer opens the turn on a todo (todo_id names it; else the goal's next one) with its criteria; " +
+				"a skip answer (should_run false) opens nothing and says why and when to check again (next_step, scheduler_hint); state done: the goal is finished, stop. " +
+				"Every answer carries the goal contract (contract: objective, scope to stay in, capabilities, criteria), a handoff to this agent (continuation) and an objective change (objective_changed), each shown until acknowledged with acknowledge."}, s.shouldRun, mergedSchema[quota.Decision, ShouldRunExtra]),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_list", Annotations: readOnly,
 			Description: "List the goal's todos by priority (open and blocked by default)."}, s.todoList),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_add", Annotations: write(),
-			Description: "Add a todo to the goal (a slice of work for an agent, or a task for a person with role=user)."}, s.todoAdd),
+			Description: "Add a todo to the goal (a slice of work for an agent, or a task for a person with role=user), with the acceptance criteria evidence must name before it is finished and the capabilities it requires."}, s.todoAdd),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_claim", Annotations: write(),
-			Description: "Claim a todo for this agent before working on it; never takes another agent's claim unless transfer=true."}, s.todoClaim),
+			Description: "Claim a todo for this agent before working on it; never takes another agent's claim unless transfer=true (a todo with evidence changes hands only with a note). Refused when the todo requires a capability this agent lacks."}, s.todoClaim),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_update", Annotations: write(),
 			Description: "Change a todo this agent holds: status, text, priority, or release the claim."}, s.todoUpdate),
 		addTool(s.shared, srv, &sdk.Tool{Name: "todo_finish", Annotations: write(),
-			Description: "Mark a todo this agent holds as done, after its evidence is recorded."}, s.todoFinish),
+			Description: "Mark a todo this agent holds as done, after its evidence is recorded; refused, naming them, while a criterion of the todo has no evidence."}, s.todoFinish),
 		addTool(s.shared, srv, &sdk.Tool{Name: "evidence_add", Annotations: write(),
-			Description: "Record what this turn produced (a link, a command that checks it, a note); it counts as the turn's progress."}, s.evidenceAdd),
+			Description: "Record what this turn produced (a link, a command that checks it, a note); it counts as the turn's progress. Name in criteria the acceptance criteria it shows met."}, s.evidenceAdd),
 		addTool(s.shared, srv, &sdk.Tool{Name: "gate_ask", Annotations: write(),
 			Description: "Ask the goal's owners for a decision (posted as a card in their chat); the todo waits until an owner answers."}, s.gateAsk),
 		addTool(s.shared, srv, &sdk.Tool{Name: "gate_list", Annotations: readOnly,
@@ -254,7 +304,11 @@ func (s *server) addTools(srv *sdk.Server) error {
 		addTool(s.shared, srv, &sdk.Tool{Name: "inbox_reply", Annotations: write(),
 			Description: "Answer a drained message in the chat and thread it came from."}, s.inboxReply),
 		addTool(s.shared, srv, &sdk.Tool{Name: "refresh_state", Annotations: write(),
-			Description: "Record what the next turn should do first (quota-neutral); call it before spend_slot."}, s.refreshState),
+			Description: "Record what the next turn should do first (quota-neutral) and, when work remains, a handoff: what was done, what is next, for whom (this agent's next turn or another agent). Call it before spend_slot."}, s.refreshState),
+		addTool(s.shared, srv, &sdk.Tool{Name: "todo_handoff", Annotations: write(),
+			Description: "Hand a todo to another agent (or your own next turn) with what was done and what is next: its claim moves to the receiver, whose should_run carries the handoff as its continuation."}, s.todoHandoff),
+		addTool(s.shared, srv, &sdk.Tool{Name: "acknowledge", Annotations: write(),
+			Description: "Acknowledge a continuation (handoff_id) or an objective change (decision_id) after reading it, so should_run stops carrying it."}, s.acknowledge),
 		addTool(s.shared, srv, &sdk.Tool{Name: "spend_slot", Annotations: write(),
 			Description: "Settle this turn: spend its one quota slot, once, after the work is validated. Never on a skip."}, s.spendSlot),
 		addTool(s.shared, srv, &sdk.Tool{Name: "progress", Annotations: write(),
@@ -389,69 +443,6 @@ func (s *server) shouldRunAnswer(ctx context.Context, out ShouldRunOut) (*sdk.Ca
 	return nil, out, nil
 }
 
-// nextStepFor says in words what the model should do after a should_run answer.
-func nextStepFor(out ShouldRunOut) string {
-	var b strings.Builder
-	answered := func() {
-		for _, g := range out.RecentGates {
-			if g.Status != store.GateOpen && g.AnsweredAt != nil {
-				fmt.Fprintf(&b, " Gate %d (%q) was %s by %s", g.ID, g.Question, g.Status, g.AnsweredBy)
-				if g.Status == store.GateAnswered {
-					// One of the gate's own options: what it means is for this agent to read.
-					fmt.Fprintf(&b, " with the option %q", g.Answer)
-				}
-				if g.Comment != "" {
-					fmt.Fprintf(&b, " with the comment %q", g.Comment)
-				}
-				b.WriteString(".")
-			}
-		}
-	}
-	wait := fmt.Sprintf(" Check again in %d minutes (scheduler_hint).", out.SchedulerHint.IntervalMinutes)
-	switch {
-	case out.YourTurn != nil && out.State == quota.StateBusy:
-		fmt.Fprintf(&b, "Your turn %s is live until %s", out.YourTurn.TurnInstanceID, out.YourTurn.LeaseExpiresAt.UTC().Format(time.RFC3339))
-		if out.YourTurn.TodoID != 0 {
-			fmt.Fprintf(&b, " on todo %d", out.YourTurn.TodoID)
-		}
-		b.WriteString(": carry on with it.")
-		answered()
-		if len(out.Gates.Open) > 0 {
-			fmt.Fprintf(&b, " Still open: gate(s) %v; do not do what they ask about until an owner answers.", out.Gates.Open)
-		}
-		b.WriteString(" End the turn with evidence_add, refresh_state and spend_slot.")
-	case out.ShouldRun && out.State == quota.StateInbox:
-		b.WriteString("People wrote to you: inbox_drain, answer each message with inbox_reply, then inbox_ack them.")
-		if out.SelectedTodo != nil {
-			fmt.Fprintf(&b, " Then work on todo %d if time allows.", out.SelectedTodo.ID)
-		}
-		b.WriteString(" End with refresh_state and spend_slot.")
-	case out.ShouldRun && out.SelectedTodo != nil:
-		fmt.Fprintf(&b, "Your turn is open on todo %d (%q): do one bounded slice of it, evidence_add what you produced with todo_id %d, then refresh_state and spend_slot.", out.SelectedTodo.ID, out.SelectedTodo.Text, out.SelectedTodo.ID)
-		answered()
-	case out.ShouldRun:
-		b.WriteString("Work now, then evidence_add, refresh_state and spend_slot.")
-	case out.State == quota.StateBusy:
-		fmt.Fprintf(&b, "Another turn of this agent is live (%s): stop now without spending. If that turn is yours (this host restarted), call should_run with its turn_instance_id to continue it.", out.Message)
-	case out.State == quota.StatePaused:
-		fmt.Fprintf(&b, "The goal is paused (%s): stop without spending and stop the loop until an owner resumes it.", out.Message)
-	case out.State == quota.StateStop:
-		b.WriteString("An owner stopped your turn: it has ended (stopped). Stop now: change nothing more and do not spend_slot.")
-	case out.State == quota.StateHeld:
-		fmt.Fprintf(&b, "This agent is held (%s): stop without spending and stop the loop until an owner resumes it.", out.Message)
-	case out.State == quota.StateWaiting:
-		fmt.Fprintf(&b, "Waiting for an owner to answer gate(s) %v: stop without spending.", out.Gates.Blocking)
-		b.WriteString(wait)
-	case out.State == quota.StateIdle:
-		b.WriteString("Nothing to do for this agent: stop without spending. If the user gave you a task, add it with todo_add (claim: true) and call should_run with its todo_id.")
-		b.WriteString(wait)
-	default:
-		fmt.Fprintf(&b, "Skip (%s): %s. Stop without spending.", out.State, out.Message)
-		b.WriteString(wait)
-	}
-	return b.String()
-}
-
 func (s *server) todoList(ctx context.Context, _ *sdk.CallToolRequest, in TodoListIn) (*sdk.CallToolResult, TodosOut, error) {
 	var out TodosOut
 	if err := s.connected(ctx); err != nil {
@@ -479,7 +470,10 @@ func (s *server) todoAdd(ctx context.Context, _ *sdk.CallToolRequest, in TodoAdd
 	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
-	body := api.TodoBody{Text: in.Text, Role: in.Role, Priority: in.Priority}
+	body := api.TodoBody{Text: in.Text, Role: in.Role, Priority: in.Priority, Requires: in.Requires}
+	for _, c := range in.Criteria {
+		body.Criteria = append(body.Criteria, store.ParseCriterion(c))
+	}
 	if in.Claim {
 		body.ClaimFor = s.agent
 	}
@@ -517,7 +511,7 @@ func (s *server) todoClaim(ctx context.Context, _ *sdk.CallToolRequest, in TodoC
 	if err := s.connected(ctx); err != nil {
 		return nil, out, err
 	}
-	body := api.ClaimBody{AgentID: s.agent, Transfer: in.Transfer, LeaseSeconds: in.LeaseSeconds}
+	body := api.ClaimBody{AgentID: s.agent, Transfer: in.Transfer, LeaseSeconds: in.LeaseSeconds, Note: in.Note, Next: in.Next}
 	err := s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "claim"), body, s.key(ctx, tool, in), &out.Todo)
 	return nil, out, err
 }
@@ -574,7 +568,7 @@ func (s *server) evidenceAdd(ctx context.Context, _ *sdk.CallToolRequest, in Evi
 	if err != nil {
 		return nil, out, err
 	}
-	body := api.EvidenceBody{AgentID: s.agent, TodoID: in.TodoID, Kind: in.Kind, Summary: in.Summary, Ref: in.Ref, File: file}
+	body := api.EvidenceBody{AgentID: s.agent, TodoID: in.TodoID, Kind: in.Kind, Summary: in.Summary, Ref: in.Ref, Criteria: in.Criteria, File: file}
 	err = s.send(ctx, tool, http.MethodPost, s.goalPath("evidence"), body, s.key(ctx, tool, body), &out.Evidence)
 	return nil, out, err
 }
@@ -741,7 +735,48 @@ func (s *server) refreshState(ctx context.Context, _ *sdk.CallToolRequest, in Re
 		return nil, out, err
 	}
 	body := api.RefreshBody{AgentID: s.agent, TurnInstanceID: s.turnFor(ctx, in.TurnInstanceID), NextAction: in.NextAction}
-	err := s.send(ctx, tool, http.MethodPost, s.goalPath("refresh-state"), body, s.key(ctx, tool, body), &out.Entry)
+	if h := in.Handoff; h != nil {
+		body.Handoff = &store.TurnHandoff{To: h.ToAgent, Kind: h.Kind, TodoID: h.TodoID, Done: h.Done, Next: h.Next, Questions: h.Questions}
+	}
+	var res store.RefreshResult
+	if err := s.send(ctx, tool, http.MethodPost, s.goalPath("refresh-state"), body, s.key(ctx, tool, body), &res); err != nil {
+		return nil, out, err
+	}
+	out.Entry, out.Handoff = res.LedgerEntry, res.Handoff
+	return nil, out, nil
+}
+
+func (s *server) todoHandoff(ctx context.Context, _ *sdk.CallToolRequest, in TodoHandoffIn) (*sdk.CallToolResult, HandoffOut, error) {
+	const tool = "todo_handoff"
+	var out HandoffOut
+	if err := s.connected(ctx); err != nil {
+		return nil, out, err
+	}
+	body := api.HandoffBody{ToAgent: in.ToAgent, Kind: in.Kind, Done: in.Done, Next: in.Next, Questions: in.Questions, EvidenceIDs: in.EvidenceIDs}
+	if err := s.send(ctx, tool, http.MethodPost, s.todoPath(in.TodoID, "handoff"), body, s.key(ctx, tool, in), &out.Handoff); err != nil {
+		return nil, out, err
+	}
+	h := out.Handoff
+	if h.To == s.agent {
+		out.NextStep = fmt.Sprintf("Handoff %d is recorded for your own next turn: its should_run carries it as its continuation.", h.ID)
+		return nil, out, nil
+	}
+	out.NextStep = fmt.Sprintf("Todo %d is now agent %s's: its next should_run carries handoff %d as its continuation until it acknowledges it. "+
+		"Do no more work on that todo; end your turn with refresh_state and spend_slot.", h.TodoID, h.To, h.ID)
+	return nil, out, nil
+}
+
+func (s *server) acknowledge(ctx context.Context, _ *sdk.CallToolRequest, in AcknowledgeIn) (*sdk.CallToolResult, store.Ack, error) {
+	const tool = "acknowledge"
+	var out store.Ack
+	if err := s.connected(ctx); err != nil {
+		return nil, out, err
+	}
+	if (in.HandoffID == 0) == (in.DecisionID == 0) {
+		return nil, out, toolInputError("handoff_id", "give one of handoff_id (a continuation) or decision_id (an objective change)")
+	}
+	body := api.AcknowledgeBody{HandoffID: in.HandoffID, DecisionID: in.DecisionID}
+	err := s.send(ctx, tool, http.MethodPost, s.goalPath("agents", s.agent, "ack"), body, s.key(ctx, tool, in), &out)
 	return nil, out, err
 }
 

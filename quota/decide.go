@@ -2,6 +2,7 @@ package quota
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,8 @@ const (
 	ActionNotFound      = "goal_not_found"
 	ActionHeld          = "agent_held"
 	ActionStop          = "stop_turn"
+	ActionGoalDone      = "goal_done"
+	ActionContinuation  = "continuation_due"
 )
 
 // hintRow is one row of LoopX's scheduler_hint table.
@@ -44,8 +47,13 @@ const maxStep = 16
 // Decide is the should-run decision: a pure function of the snapshot and the clock. The order
 // is LoopX's: paused, (stop: the live turn was stopped; held: the agent is held), busy,
 // throttled, inbox, (monitor-only), waiting for an owner gate, idle, stalled, eligible. The
-// first that applies wins.
-func Decide(in Input, now time.Time) Decision {
+// first that applies wins. The todo a continuation hands the agent comes before the
+// highest-priority one.
+func Decide(in Input, now time.Time) Decision { return decide(in, now, false) }
+
+// decide is Decide; pinned: in.Runnable[0] is the todo the caller named (should-run's
+// todo_id), which no continuation displaces.
+func decide(in Input, now time.Time, pinned bool) Decision {
 	d := Decision{
 		OK: true, Mode: "should-run", GoalID: in.Goal.ID, AgentID: in.Agent.ID,
 		Decision: "skip", NextAction: in.NextAction,
@@ -62,6 +70,20 @@ func Decide(in Input, now time.Time) Decision {
 		return withHint(d, in, hintStopped, now)
 	}
 
+	d.Contract = contractOf(in)
+	if len(in.Continuations) > 0 {
+		// Work someone else handed over is shown before a note to the agent's own next turn.
+		c := in.Continuations[0]
+		if h := handedOver(in); h != nil {
+			c = *h
+		}
+		d.Continuation, d.ContinuationsPending = &c, len(in.Continuations)
+	}
+	if r := in.Replan; r != nil {
+		d.ObjectiveChanged = &ObjectiveChange{DecisionID: r.ID, GoalVersion: r.GoalVersion, Before: r.Before, After: r.After,
+			Reason: r.Reason, DecidedBy: r.DecidedBy, At: r.CreatedAt}
+	}
+
 	goalWide := []int64{}
 	for _, g := range in.OpenGates {
 		d.Gates.Open = append(d.Gates.Open, g.ID)
@@ -73,9 +95,23 @@ func Decide(in Input, now time.Time) Decision {
 	var top *store.Todo
 	if len(in.Runnable) > 0 {
 		top = &in.Runnable[0]
+		// The todo a continuation hands this agent comes first, unless the caller named one.
+		for _, c := range in.Continuations {
+			if pinned {
+				break
+			}
+			if i := slices.IndexFunc(in.Runnable, func(t store.Todo) bool { return t.ID == c.TodoID }); c.TodoID != 0 && i >= 0 {
+				top = &in.Runnable[i]
+				break
+			}
+		}
 	}
 
 	switch {
+	case in.Goal.Status == store.GoalDone:
+		d.State, d.EffectiveAction = StateDone, ActionGoalDone
+		d.Reason, d.Message = "goal_done", "the goal is done; an owner may reopen it"
+		return withHint(d, in, hintStopped, now)
 	case in.Goal.Status != store.GoalActive:
 		d.State, d.EffectiveAction = StatePaused, ActionQuotaSkip
 		d.Reason, d.Message = "goal_"+in.Goal.Status, fmt.Sprintf("the goal is %s; an owner must resume it", in.Goal.Status)
@@ -123,11 +159,29 @@ func Decide(in Input, now time.Time) Decision {
 		d.State, d.EffectiveAction = StateIdle, ActionMonitorOnly
 		d.Reason, d.Message = "monitor_only", "the agent is in monitor-only mode; only inbox replies run"
 		return withHint(d, in, hintQuiet, now)
+	case top == nil && handedOver(in) != nil:
+		// Work handed over by someone else with no todo to work on (a review, a check, a
+		// gate's answer) is work too. A handoff to the agent's own next turn only rides along.
+		c := *handedOver(in)
+		d.State, d.EffectiveAction = StateEligible, ActionContinuation
+		d.Reason = "continuation_pending"
+		d.Message = fmt.Sprintf("handoff %d (%s) waits for this agent", c.ID, c.Kind)
+		return run(d, in, now)
 	case len(goalWide) > 0 || (top == nil && len(in.BlockedGates) > 0):
 		d.State, d.EffectiveAction = StateWaiting, ActionGateWait
 		d.Reason = "owner_gate_open"
 		d.Message = fmt.Sprintf("waiting for an owner to answer gate %s", joinIDs(d.Gates.Blocking))
 		return withHint(d, in, hintGate, now)
+	case top == nil && in.CapabilityBlocked > 0:
+		d.State, d.EffectiveAction = StateIdle, ActionIdle
+		d.Reason = "missing_capability"
+		d.Message = fmt.Sprintf("%d open todo(s) need a capability this agent lacks; an owner grants it, or another agent takes them", in.CapabilityBlocked)
+		return withHint(d, in, hintQuiet, now)
+	case top == nil && workComplete(in):
+		d.State, d.EffectiveAction = StateIdle, ActionIdle
+		d.Reason = "work_complete"
+		d.Message = "every todo is finished and every criterion met: the owners are asked to mark the goal done"
+		return withHint(d, in, hintQuiet, now)
 	case top == nil:
 		d.State, d.EffectiveAction = StateIdle, ActionIdle
 		d.Reason, d.Message = "no_runnable_todo", "no open todo this agent may work on"
@@ -156,7 +210,64 @@ func selected(t *store.Todo) *SelectedTodo {
 	if t == nil {
 		return nil
 	}
-	return &SelectedTodo{ID: t.ID, Text: t.Text, Priority: t.Priority, ClaimedBy: t.ClaimedBy, Version: t.Version}
+	return &SelectedTodo{ID: t.ID, Text: t.Text, Priority: t.Priority, ClaimedBy: t.ClaimedBy, Version: t.Version,
+		Criteria: criteriaStatus(t.Criteria, t.CriteriaMet), Requires: t.Requires}
+}
+
+// criteriaStatus marks which of cs are met.
+func criteriaStatus(cs []store.Criterion, met []string) []store.CriterionStatus {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]store.CriterionStatus, len(cs))
+	for i, c := range cs {
+		out[i] = store.CriterionStatus{Criterion: c, Met: slices.Contains(met, c.ID)}
+	}
+	return out
+}
+
+// contractOf is the goal contract as in's agent sees it.
+func contractOf(in Input) *store.Contract {
+	g := in.Goal
+	cs := criteriaStatus(g.Criteria, in.GoalCriteriaMet)
+	if cs == nil {
+		cs = []store.CriterionStatus{}
+	}
+	caps := in.Agent.Capabilities
+	if caps == nil {
+		caps = []string{}
+	}
+	goalCaps := g.Capabilities
+	if goalCaps == nil {
+		goalCaps = []string{}
+	}
+	return &store.Contract{Objective: g.Objective, GoalVersion: g.Version, Scope: g.Scope(),
+		Capabilities: store.ContractGrants{Goal: goalCaps, Agent: caps}, Criteria: cs}
+}
+
+// handedOver is the oldest pending continuation another agent or a person handed this
+// agent, nil when none.
+func handedOver(in Input) *store.Handoff {
+	for i, c := range in.Continuations {
+		if c.From != in.Agent.ID {
+			return &in.Continuations[i]
+		}
+	}
+	return nil
+}
+
+// workComplete: the goal has todos, none is open or blocked, no gate is open and every goal
+// criterion is met.
+func workComplete(in Input) bool {
+	if !in.AnyTodos || in.OpenTodos > 0 || len(in.OpenGates) > 0 {
+		return false
+	}
+	for _, c := range in.Goal.Criteria {
+		if !slices.Contains(in.GoalCriteriaMet, c.ID) {
+			return false
+		}
+	}
+	return true
 }
 
 // stalled: the last StallTurns ended turns (since the last answered stall gate) all made no

@@ -116,6 +116,29 @@ func TestDecideStates(t *testing.T) {
 			state: quota.StateEligible, reason: "runnable_todo", action: quota.ActionNormalRun, run: true, todo: 7, hint: "run_now", interval: 3},
 		{name: "stall guard off", mut: func(in *quota.Input) { in.Goal.StallTurns = 0; in.RecentProgress = []bool{false, false, false} },
 			state: quota.StateEligible, reason: "runnable_todo", action: quota.ActionNormalRun, run: true, todo: 7, hint: "run_now", interval: 3},
+		{name: "a done goal is done, whatever waits", mut: func(in *quota.Input) { in.Goal.Status = store.GoalDone; in.InboxPending = 2 },
+			state: quota.StateDone, reason: "goal_done", action: quota.ActionGoalDone, hint: "stop_until_explicit_resume"},
+		{name: "a continuation's todo comes first", mut: func(in *quota.Input) {
+			in.Continuations = []store.Handoff{{ID: 1, TodoID: 8, From: "b", To: "a", Kind: store.HandoffReview}}
+		}, state: quota.StateEligible, reason: "runnable_todo", action: quota.ActionNormalRun, run: true, todo: 8, hint: "run_now", interval: 3},
+		{name: "work handed over with no todo runs", mut: func(in *quota.Input) {
+			in.Runnable = nil
+			in.Continuations = []store.Handoff{{ID: 1, From: "b", To: "a", Kind: store.HandoffReview}}
+		}, state: quota.StateEligible, reason: "continuation_pending", action: quota.ActionContinuation, run: true, hint: "run_now", interval: 3},
+		{name: "a handoff to its own next turn only rides along", mut: func(in *quota.Input) {
+			in.Runnable = nil
+			in.Continuations = []store.Handoff{{ID: 1, From: "a", To: "a", Kind: store.HandoffResume}}
+		}, state: quota.StateIdle, reason: "no_runnable_todo", action: quota.ActionIdle, hint: "backoff_until_state_change", interval: 30},
+		{name: "todos it may not take are said", mut: func(in *quota.Input) { in.Runnable = nil; in.CapabilityBlocked = 2 },
+			state: quota.StateIdle, reason: "missing_capability", action: quota.ActionIdle, hint: "backoff_until_state_change", interval: 30},
+		{name: "finished work is complete", mut: func(in *quota.Input) {
+			in.Runnable, in.AnyTodos = nil, true
+			in.Goal.Criteria, in.GoalCriteriaMet = []store.Criterion{{ID: "g1", Text: "shipped"}}, []string{"g1"}
+		}, state: quota.StateIdle, reason: "work_complete", action: quota.ActionIdle, hint: "backoff_until_state_change", interval: 30},
+		{name: "an unmet goal criterion is not complete", mut: func(in *quota.Input) {
+			in.Runnable, in.AnyTodos = nil, true
+			in.Goal.Criteria = []store.Criterion{{ID: "g1", Text: "shipped"}}
+		}, state: quota.StateIdle, reason: "no_runnable_todo", action: quota.ActionIdle, hint: "backoff_until_state_change", interval: 30},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

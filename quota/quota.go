@@ -17,6 +17,7 @@ type Service struct {
 	tpl        *templates.Set
 	now        func() time.Time
 	gateNotice store.NoticeFunc
+	complete   func(ctx context.Context, goalID string)
 }
 
 // Options configures a Service.
@@ -26,6 +27,10 @@ type Options struct {
 	// GateNotice renders the outbox rows announcing a stall gate (the gate card), inside the
 	// should-run's transaction. Nil: the gate is opened without a notice.
 	GateNotice store.NoticeFunc
+	// Complete runs after a recorded answer found the goal's work complete (reason
+	// work_complete), outside its transaction: serve proposes to finish the goal
+	// (change.Kernel.ProposeCompletion, which asks once). Nil: nothing is proposed.
+	Complete func(ctx context.Context, goalID string)
 }
 
 // NewService returns a Service over st; tpl words the stall gate's question (the process's
@@ -35,7 +40,7 @@ func NewService(st *store.Store, tpl *templates.Set, opts Options) *Service {
 	if now == nil {
 		now = st.Now
 	}
-	return &Service{st: st, tpl: tpl, now: now, gateNotice: opts.GateNotice}
+	return &Service{st: st, tpl: tpl, now: now, gateNotice: opts.GateNotice, complete: opts.Complete}
 }
 
 // ModeStatus is the mode of a read-only answer (Peek): nothing was recorded.
@@ -95,6 +100,9 @@ func (s *Service) ShouldRun(ctx context.Context, p ShouldRunParams) (Decision, e
 	d, err := s.shouldRun(ctx, p, open, instance, actor, surface)
 	if err != nil {
 		return Decision{}, fmt.Errorf("should-run: %w", err)
+	}
+	if d.Reason == "work_complete" && !d.Replayed && s.complete != nil {
+		s.complete(ctx, p.GoalID)
 	}
 	return d, nil
 }
@@ -200,7 +208,7 @@ func decideFor(ctx context.Context, tx store.DB, snap Input, p ShouldRunParams, 
 		}
 		snap.Runnable = pinned
 	}
-	d := Decide(snap, now)
+	d := decide(snap, now, todoErr == nil)
 	if todoErr != nil && (d.ShouldRun || d.State == StateIdle || d.State == StateStalled) {
 		return Decision{}, todoErr
 	}

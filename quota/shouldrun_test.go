@@ -450,3 +450,25 @@ func testTemplates(t testing.TB) *templates.Set {
 	require.NoError(t, err)
 	return tpl
 }
+
+// TestNamedTodoComesBeforeAContinuation: a continuation's todo comes first for a heartbeat,
+// but should-run with todo_id opens the turn on the todo named (the /loopx task), and still
+// carries the continuation.
+func TestNamedTodoComesBeforeAContinuation(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	_, err := e.st.RegisterAgent(t.Context(), store.RegisterAgentParams{GoalID: "g", AgentID: "peer", Meta: admin})
+	require.NoError(t, err)
+	handed := e.addTodo(t, "the grammar", 2)
+	task := e.addTodo(t, "the user's task", 2)
+	h, err := e.st.HandOff(t.Context(), store.HandoffParams{GoalID: "g", TodoID: handed.ID, From: "peer", To: "a", Next: "review it", Meta: admin})
+	require.NoError(t, err)
+
+	d := e.ask(t, quota.ShouldRunParams{})
+	require.Equal(t, handed.ID, d.SelectedTodo.ID, "the continuation's todo comes first")
+	d = e.ask(t, quota.ShouldRunParams{TodoID: task.ID, TurnInstanceID: "t1", BeginTurn: true})
+	require.True(t, d.ShouldRun)
+	require.Equal(t, task.ID, d.SelectedTodo.ID, "the named todo")
+	require.Equal(t, task.ID, d.Turn.TodoID)
+	require.Equal(t, h.ID, d.Continuation.ID, "still carried")
+}

@@ -23,6 +23,8 @@ const (
 	// StateStop: an owner stopped the agent's live turn; the host must end it now (the turn
 	// is closed as stopped).
 	StateStop = "stop"
+	// StateDone: the goal is done; nothing runs until an owner reopens it.
+	StateDone = "done"
 )
 
 // Input is everything Decide looks at, read in one round trip by store.ReadShouldRunSnapshot.
@@ -52,12 +54,33 @@ type Decision struct {
 	Held *HeldStatus `json:"held,omitempty"`
 	// Stopped is the live turn an owner stopped (state stop), as it ended.
 	Stopped *store.Turn `json:"stopped_turn,omitempty"`
+	// Contract is the goal contract the agent works under: objective, scope, capabilities,
+	// the goal's criteria and which are met.
+	Contract *store.Contract `json:"contract,omitempty"`
+	// Continuation is the oldest handoff to this agent it has not acknowledged (what was
+	// done, what is next, for it), until it acknowledges it; ContinuationsPending counts them
+	// all.
+	Continuation         *store.Handoff `json:"continuation,omitempty"`
+	ContinuationsPending int            `json:"continuations_pending,omitempty"`
+	// ObjectiveChanged announces a replan the agent has not acknowledged.
+	ObjectiveChanged *ObjectiveChange `json:"objective_changed,omitempty"`
 
 	// Replayed is true when the answer is the stored receipt of an earlier call with the
 	// same turn instance id (the JSON is byte-identical to the first answer).
 	Replayed bool `json:"-"`
 	// Identity is what the hint progression compares between calls.
 	Identity string `json:"-"`
+}
+
+// ObjectiveChange is a replan as should-run announces it.
+type ObjectiveChange struct {
+	DecisionID  int64     `json:"decision_id"`
+	GoalVersion int64     `json:"goal_version"`
+	Before      string    `json:"before"`
+	After       string    `json:"after"`
+	Reason      string    `json:"reason"`
+	DecidedBy   string    `json:"decided_by"`
+	At          time.Time `json:"at"`
 }
 
 // HeldStatus says why an agent is held and since when.
@@ -75,6 +98,10 @@ type SelectedTodo struct {
 	Priority  int    `json:"priority"`
 	ClaimedBy string `json:"claimed_by"`
 	Version   int64  `json:"version"`
+	// Criteria must each be named by evidence before the todo can be done (met: already
+	// named, or waived); Requires are the capabilities it needs.
+	Criteria []store.CriterionStatus `json:"criteria,omitempty"`
+	Requires []string                `json:"requires,omitempty"`
 }
 
 // InboxCounts counts inbox items addressed to the agent that wait for it.

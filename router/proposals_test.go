@@ -29,7 +29,7 @@ func TestBudgetIsPreviewedThenConfirmed(t *testing.T) {
 	card := rows[0].Content
 	require.Equal(t, "card", rows[0].Kind)
 	require.Contains(t, card, "Change preview · p1 · #docs")
-	require.Contains(t, card, "turns per window: 24 → 50")
+	require.Contains(t, card, "turns per window: 24 (default) → 50")
 	require.Contains(t, card, "quota 24 of 24 left in 24 h → 50 of 50 in 24 h")
 	require.Contains(t, card, "owners may confirm")
 	require.Equal(t, 24, e.goal("docs").AllowedSlots, "nothing applies before Confirm")
@@ -107,8 +107,8 @@ func TestProtectedCommandsPropose(t *testing.T) {
 	e := setup(t)
 	e.say(owner, "/schedule #docs heartbeat 30 9 * * 1-5 Asia/Shanghai")
 	card := e.outbox()[0].Content
-	require.Contains(t, card, "heartbeat schedule: — → 30 9 * * 1-5")
-	require.Contains(t, card, "heartbeat time zone: UTC → Asia/Shanghai")
+	require.Contains(t, card, "heartbeat schedule: — (default) → 30 9 * * 1-5")
+	require.Contains(t, card, "heartbeat time zone: UTC (default) → Asia/Shanghai")
 	require.True(t, confirmCard(e, card))
 	g := e.goal("docs")
 	require.Equal(t, "30 9 * * 1-5", g.HeartbeatSpec)

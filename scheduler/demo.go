@@ -24,8 +24,9 @@ type DemoParams struct {
 }
 
 // SeedDemo creates, once, a demo goal with a one-minute heartbeat, an exec agent running
-// the bundled script, two todos (the second needs an owner's approval), and a binding to
-// the sandbox chat. It returns false when the demo goal exists already (another replica or
+// the bundled script, two todos (the first needs an owner's approval; the second has an
+// acceptance criterion, like the goal), and a binding to the sandbox chat. Once both todos
+// are finished and evidenced, LoopX proposes finishing the goal to its owner. It returns false when the demo goal exists already (another replica or
 // an earlier start seeded it).
 func SeedDemo(ctx context.Context, st *store.Store, p DemoParams) (bool, error) {
 	if p.Owner == "" || len(p.Argv) == 0 {
@@ -42,8 +43,8 @@ func SeedDemo(ctx context.Context, st *store.Store, p DemoParams) (bool, error) 
 		Title: "Demo: write and publish the release notes",
 		Objective: "Draft release notes for the next version from the merged changes, ask the owner " +
 			"before publishing them, then publish. Answer anyone who writes to the agent.",
-		Owners: []string{p.Owner}, HeartbeatSpec: "* * * * *", HeartbeatTZ: "UTC",
-		ReportSpec: "0 9 * * *", ReportTZ: "UTC", Meta: meta,
+		Owners: []string{p.Owner}, HeartbeatSpec: "* * * * *", ReportSpec: "0 9 * * *",
+		Criteria: []store.Criterion{{ID: "g1", Text: "the release notes are published"}}, Meta: meta,
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return false, nil
@@ -60,13 +61,15 @@ func SeedDemo(ctx context.Context, st *store.Store, p DemoParams) (bool, error) 
 		return false, fmt.Errorf("seed demo agent: %w", err)
 	}
 	for _, t := range []struct {
-		text string
-		prio int
+		text     string
+		prio     int
+		criteria []store.Criterion
 	}{
-		{"Draft the release notes and ask the owner before publishing them", 1},
-		{"Publish the release notes", 2},
+		{"Draft the release notes and ask the owner before publishing them", 1, nil},
+		{"Publish the release notes", 2, []store.Criterion{{ID: "c1", Text: "the notes are at a link the team can open"}}},
 	} {
-		if _, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: DemoGoalID, Text: t.text, Priority: &t.prio, Meta: meta}); err != nil {
+		if _, err := st.AddTodo(ctx, store.AddTodoParams{GoalID: DemoGoalID, Text: t.text, Priority: &t.prio,
+			Criteria: t.criteria, Meta: meta}); err != nil {
 			return false, fmt.Errorf("seed demo todo: %w", err)
 		}
 	}

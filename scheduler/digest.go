@@ -105,7 +105,11 @@ func (d *Digests) build(ctx context.Context, tx store.DB, p ReportParams, trigge
 	if err != nil {
 		return res, err
 	}
-	if trigger == "schedule" && facts.Nothing() && goal.Quiet(d.cfg.Store.GoalDefaults()) {
+	defaults, err := store.GetMachineDefaults(ctx, tx)
+	if err != nil {
+		return res, err
+	}
+	if trigger == "schedule" && facts.Nothing() && goal.Quiet(defaults) {
 		// Nothing new: record the quiet window (the next digest starts after it and says how
 		// long it was quiet) and send nothing.
 		id, created, err := store.InsertDigest(ctx, tx, store.DigestInsert{

@@ -16,9 +16,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/change"
+	"loopx/quota"
 	"loopx/scheduler"
 	"loopx/store"
 	"loopx/store/storetest"
+	"loopx/templates"
 )
 
 // buildLoopx compiles the loopx binary for process-level tests.
@@ -404,4 +407,38 @@ func TestSandboxDemoAgentDrivesTheCLI(t *testing.T) {
 		n++
 	}
 	require.GreaterOrEqual(t, n, 3)
+	rows.Close()
+
+	// Both todos are finished and evidenced (the publish evidence names c1 and the goal's
+	// g1): LoopX proposes finishing the goal, its card reaches the demo chat, the owner
+	// confirms, and the goal's heartbeats stop.
+	var proposal store.Proposal
+	require.Eventually(t, func() bool {
+		ps, err := store.ListProposals(ctx, pool, scheduler.DemoGoalID, store.ProposalReady, 10)
+		if err != nil || len(ps) == 0 {
+			return false
+		}
+		proposal = ps[0]
+		return true
+	}, 3*time.Minute, 200*time.Millisecond, "LoopX proposes finishing the demo goal")
+	require.Equal(t, store.ProposalGoalDone, proposal.Kind)
+	require.Equal(t, store.ActorSystem, proposal.ProposedBy)
+	var cards int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM proposal_card pc JOIN outbox o ON o.id = pc.outbox_id
+		WHERE pc.proposal_id = $1 AND o.receive_id = 'oc_demo'`, proposal.ID).Scan(&cards))
+	require.Equal(t, 1, cards, "the proposal's card is posted to the demo chat")
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	k, err := change.New(st, change.Options{Templates: tpl})
+	require.NoError(t, err)
+	res, err := k.Confirm(ctx, store.Person{OpenID: "ou_demo_owner"}, store.Meta{Actor: "ou_demo_owner", Surface: "card"}, proposal.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.ProposalApplied, res.Proposal.State, res.Proposal.Reason)
+	require.Equal(t, store.GoalDone, res.Goal.Status)
+	d, _, err := quota.Peek(ctx, st, scheduler.DemoGoalID, "writer", time.Now())
+	require.NoError(t, err)
+	require.Equal(t, quota.StateDone, d.State)
+	var enabled int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM schedule WHERE goal_id = $1 AND enabled`, scheduler.DemoGoalID).Scan(&enabled))
+	require.Zero(t, enabled, "a done goal's heartbeat and report are off")
 }

@@ -14,13 +14,9 @@ import (
 type ReminderConfig struct {
 	Store     *store.Store
 	Templates *templates.Set
-	// Backoff is the wait before each reminder: the first after Backoff[0] from the question,
-	// the second Backoff[1] after the first, and so on; the last value repeats.
-	// Nil means 30, 60, 120 minutes.
-	Backoff []time.Duration
-	// EscalateAfter: from this reminder on, every owner also gets it by direct message.
-	// 0 means 3.
-	EscalateAfter int
+	// The waits before each reminder and the reminder from which every owner also gets it
+	// by direct message are each goal's reminder ladder (its own or the machine default:
+	// store.MachineDefaults.ReminderMinutes, ReminderEscalateAfter).
 	// Batch is how many gates one transaction reminds; 0 means 100.
 	Batch int
 }
@@ -38,27 +34,15 @@ func NewReminders(cfg ReminderConfig) (*Reminders, error) {
 	if cfg.Store == nil || cfg.Templates == nil {
 		return nil, errors.New("reminder config: Store and Templates are required")
 	}
-	if len(cfg.Backoff) == 0 {
-		cfg.Backoff = []time.Duration{30 * time.Minute, 60 * time.Minute, 120 * time.Minute}
-	}
-	if cfg.EscalateAfter <= 0 {
-		cfg.EscalateAfter = 3
-	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 100
 	}
 	return &Reminders{cfg: cfg}, nil
 }
 
-// wait is the delay before reminder n (1-based).
-func (r *Reminders) wait(n int) time.Duration {
-	b := r.cfg.Backoff
-	return b[min(n-1, len(b)-1)]
-}
-
 // NextDue returns when the earliest open gate is next due for a reminder.
 func (r *Reminders) NextDue(ctx context.Context) (time.Time, bool, error) {
-	return r.cfg.Store.NextGateReminder(ctx, r.wait(1))
+	return r.cfg.Store.NextGateReminder(ctx)
 }
 
 // Sweep sends every reminder due at now and returns how many gates it reminded.
@@ -67,7 +51,7 @@ func (r *Reminders) Sweep(ctx context.Context, now time.Time) (int, error) {
 	for {
 		n := 0
 		err := r.cfg.Store.WithTx(ctx, func(tx *store.Tx) error {
-			due, err := store.LockDueGateReminders(ctx, tx, now, r.wait(1), r.cfg.Batch)
+			due, err := store.LockDueGateReminders(ctx, tx, now, r.cfg.Batch)
 			if err != nil {
 				return err
 			}
@@ -105,7 +89,7 @@ func (r *Reminders) remind(ctx context.Context, tx *store.Tx, now time.Time, g s
 	n := g.Gate.Reminders + 1
 	data := reminderData{
 		GateID: g.Gate.ID, GoalID: g.Gate.GoalID, GoalTitle: g.GoalTitle, Question: g.Gate.Question,
-		Options: g.Gate.Options, Number: n, Escalated: n >= r.cfg.EscalateAfter,
+		Options: g.Gate.Options, Number: n, Escalated: n >= g.EscalateAfter,
 		Waiting: now.Sub(g.Gate.CreatedAt).Round(time.Minute).String(),
 	}
 	if data.Escalated {
@@ -142,5 +126,5 @@ func (r *Reminders) remind(ctx context.Context, tx *store.Tx, now time.Time, g s
 	if _, err := store.InsertOutboxAll(ctx, tx, rows); err != nil {
 		return fmt.Errorf("queue gate reminder: %w", err)
 	}
-	return store.SetGateReminder(ctx, tx, g.Gate.ID, n, now.Add(r.wait(n+1)))
+	return store.SetGateReminder(ctx, tx, g.Gate.ID, n, now.Add(g.Wait(n+1)))
 }

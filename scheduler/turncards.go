@@ -88,7 +88,10 @@ func (s *Scheduler) turnCard(ctx context.Context, tx *store.Tx, t store.Turn, no
 	if err != nil {
 		return false, err
 	}
-	defaults := s.st.GoalDefaults()
+	defaults, err := store.GetMachineDefaults(ctx, tx)
+	if err != nil {
+		return false, err
+	}
 	live := t.State == store.TurnLive
 	switch {
 	case t.CardState == store.CardNew && live:
@@ -236,7 +239,11 @@ func (s *Scheduler) refreshTurnCard(ctx context.Context, tx *store.Tx, goal stor
 // the goal's threshold: audited, and one card tells the owners. It returns the agent as it
 // is now.
 func (s *Scheduler) breaker(ctx context.Context, tx *store.Tx, goal store.Goal, agent store.Agent, t store.Turn, now time.Time) (store.Agent, error) {
-	limit := goal.Breaker(s.st.GoalDefaults())
+	defaults, err := store.GetMachineDefaults(ctx, tx)
+	if err != nil {
+		return agent, err
+	}
+	limit := goal.Breaker(defaults)
 	if limit <= 0 || agent.HeldAt != nil {
 		return agent, nil
 	}

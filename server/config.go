@@ -133,11 +133,13 @@ type Config struct {
 	// Build is which binary this is (NewBuild): logged at start, answered by /healthz, told to
 	// MCP clients and recorded in the database; not read from the environment.
 	Build Build
-	// GoalDefaults are the machine defaults of the goal settings a goal leaves unset:
-	// LOOPX_BREAKER_FAILURES (failed or empty turns in a row before an agent is held, 0-100,
-	// default 3), LOOPX_PROGRESS_CARD (on: live progress cards for exec and MCP turns) and
-	// LOOPX_QUIET_DIGESTS (on: a scheduled report with nothing new is not sent).
-	GoalDefaults store.GoalDefaults
+	// DefaultsSeed seeds three machine defaults from the environment until an admin changes
+	// the machine defaults through the change kernel (then the database's values win):
+	// LOOPX_BREAKER_FAILURES (failed or empty turns in a row before an agent is held, 0-100
+	// or off), LOOPX_PROGRESS_CARD (on: live progress cards for exec and MCP turns) and
+	// LOOPX_QUIET_DIGESTS (on: a scheduled report with nothing new is not sent). Unset: the
+	// database's values.
+	DefaultsSeed store.DefaultsSeed
 	// Files is where file contents live and how large one may be.
 	Files FilesConfig
 	// Logger is where Run logs; not read from the environment. Nil: NewLogger on stderr with
@@ -374,7 +376,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			bad("LOOPX_WEB_URL", "%q is not an http(s) address such as https://loopx.example.com (no path)", v)
 		}
 	}
-	cfg.GoalDefaults = store.DefaultGoalDefaults()
 	if v := getenv("LOOPX_BREAKER_FAILURES"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if strings.EqualFold(strings.TrimSpace(v), "off") {
@@ -383,10 +384,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if err != nil || n < 0 || n > 100 {
 			bad("LOOPX_BREAKER_FAILURES", "%q is not a number of failures from 0 (off) to 100", v)
 		}
-		cfg.GoalDefaults.BreakerFailures = n
+		cfg.DefaultsSeed.BreakerFailures = &n
 	}
-	cfg.GoalDefaults.ProgressCard = flag("LOOPX_PROGRESS_CARD", true)
-	cfg.GoalDefaults.QuietDigests = flag("LOOPX_QUIET_DIGESTS", true)
+	for name, dst := range map[string]**bool{"LOOPX_PROGRESS_CARD": &cfg.DefaultsSeed.ProgressCard, "LOOPX_QUIET_DIGESTS": &cfg.DefaultsSeed.QuietDigests} {
+		if getenv(name) != "" {
+			v := flag(name, true)
+			*dst = &v
+		}
+	}
 	cfg.Files = FilesConfig{MaxBytes: store.DefaultMaxFileBytes, Store: cmp.Or(strings.ToLower(strings.TrimSpace(getenv("LOOPX_FILE_STORE"))), "pg")}
 	if v := getenv("LOOPX_FILE_MAX_BYTES"); v != "" {
 		n, err := parseBytes(v)

@@ -143,7 +143,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	st := store.New(pool, store.Options{Now: now, Keyring: keys, TransactionPooling: opened.TransactionPooling,
-		GoalDefaults: &cfg.GoalDefaults, MaxFileBytes: cfg.Files.MaxBytes, Blobs: blobs})
+		MaxFileBytes: cfg.Files.MaxBytes, Blobs: blobs})
+	if seeded, err := st.SeedMachineDefaults(ctx, cfg.DefaultsSeed); err != nil {
+		return err
+	} else if cfg.DefaultsSeed != (store.DefaultsSeed{}) && !seeded {
+		logger.Warn("the machine defaults were changed by an admin: LOOPX_BREAKER_FAILURES, LOOPX_PROGRESS_CARD and LOOPX_QUIET_DIGESTS are ignored (loopx defaults show)")
+	}
 	if n, err := st.SealPlaintextSecrets(ctx); err != nil {
 		return fmt.Errorf("seal runner secrets kept in clear: %w", err)
 	} else if n > 0 {
@@ -305,7 +310,8 @@ func newDeps(cfg Config, logger *slog.Logger, st *store.Store, registry *prometh
 	if err != nil {
 		return nil, fmt.Errorf("create digests: %w", err)
 	}
-	changes, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update})
+	changes, err := change.New(st, change.Options{Templates: tpl, Cards: cs.Proposals.Update,
+		Announce: cs.Proposals.Announce, GateNotice: cs.Gates.Update})
 	if err != nil {
 		return nil, fmt.Errorf("create change kernel: %w", err)
 	}
@@ -322,7 +328,13 @@ func newDeps(cfg Config, logger *slog.Logger, st *store.Store, registry *prometh
 		templates: tpl, inbox: ib, cards: cs, digests: digests, changes: changes,
 		// A stall gate opened by should-run is announced like any gate: a card in the goal's
 		// chats, rendered inside the should-run's transaction.
-		quota: quota.NewService(st, tpl, quota.Options{Now: now, GateNotice: cs.Gates.Ask}),
+		// A goal whose work is complete is proposed for finishing once, to its owners.
+		quota: quota.NewService(st, tpl, quota.Options{Now: now, GateNotice: cs.Gates.Ask,
+			Complete: func(ctx context.Context, goalID string) {
+				if _, err := changes.ProposeCompletion(ctx, goalID); err != nil {
+					logger.Warn("could not propose finishing the goal", "goal", goalID, "err", err)
+				}
+			}}),
 	}, nil
 }
 

@@ -36,6 +36,12 @@ type Agent struct {
 	HeldBy       string     `json:"held_by,omitempty"`
 	HeldFailures int        `json:"held_failures,omitempty"`
 	ResumedAt    *time.Time `json:"resumed_at,omitempty"`
+	// Capabilities are what the goal's owners granted this agent (a subset of the goal's);
+	// a todo that requires one it lacks cannot be claimed by it.
+	Capabilities []string `json:"capabilities"`
+	// ReplanAcked is the newest replan decision the agent acknowledged (0: none); a newer one
+	// is announced in its should-run until it does.
+	ReplanAcked int64 `json:"replan_acked,omitempty"`
 	// Secrets lists the runner secrets that are set (names and when they changed; values
 	// are never read back). RunnerConfig never holds them.
 	Secrets []SecretInfo `json:"secrets,omitempty"`
@@ -71,12 +77,12 @@ type AgentRef struct {
 const tokenPrefix = "lxa_"
 
 const agentCols = `goal_id, id, runner, runner_config, work_mode, is_default, created_at, held_at, held_reason,
-	held_by, held_failures, resumed_at`
+	held_by, held_failures, resumed_at, capabilities, replan_acked`
 
 func scanAgent(row pgx.Row) (Agent, error) {
 	var a Agent
 	err := row.Scan(&a.GoalID, &a.ID, &a.Runner, &a.RunnerConfig, &a.WorkMode, &a.IsDefault, &a.CreatedAt,
-		&a.HeldAt, &a.HeldReason, &a.HeldBy, &a.HeldFailures, &a.ResumedAt)
+		&a.HeldAt, &a.HeldReason, &a.HeldBy, &a.HeldFailures, &a.ResumedAt, &a.Capabilities, &a.ReplanAcked)
 	return a, err
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,14 +13,17 @@ import (
 
 // Evidence is something an agent produced, bound to a todo and/or turn.
 type Evidence struct {
-	ID        int64     `json:"evidence_id"`
-	GoalID    string    `json:"goal_id"`
-	AgentID   string    `json:"agent_id"`
-	TodoID    int64     `json:"todo_id,omitempty"`
-	TurnID    int64     `json:"turn_id,omitempty"`
-	Kind      string    `json:"kind"` // link | command | note | artifact
-	Summary   string    `json:"summary"`
-	Ref       string    `json:"ref"`
+	ID      int64  `json:"evidence_id"`
+	GoalID  string `json:"goal_id"`
+	AgentID string `json:"agent_id"`
+	TodoID  int64  `json:"todo_id,omitempty"`
+	TurnID  int64  `json:"turn_id,omitempty"`
+	Kind    string `json:"kind"` // link | command | note | artifact
+	Summary string `json:"summary"`
+	Ref     string `json:"ref"`
+	// Criteria are the acceptance criteria this evidence shows are met: the todo's (c1, ...)
+	// or the goal's (g1, ...).
+	Criteria  []string  `json:"criteria"`
 	CreatedAt time.Time `json:"created_at"`
 	// Files are the deliverables attached to it (WithEvidenceFiles fills them in).
 	Files []Attachment `json:"files,omitempty"`
@@ -34,6 +39,8 @@ type AddEvidenceParams struct {
 	Kind    string // link | command | note | artifact; "" = note
 	Summary string
 	Ref     string
+	// Criteria it meets: ids of the todo's criteria or of the goal's.
+	Criteria []string
 	// File, when set, is a deliverable attached to the evidence (staged with StageBlob first).
 	File *FileUpload `json:"file,omitempty"`
 	Meta Meta        `json:"-"`
@@ -48,11 +55,11 @@ type ListEvidenceParams struct {
 	AfterID int64
 }
 
-const evidenceCols = `id, goal_id, agent_id, coalesce(todo_id, 0), coalesce(turn_id, 0), kind, summary, ref, created_at`
+const evidenceCols = `id, goal_id, agent_id, coalesce(todo_id, 0), coalesce(turn_id, 0), kind, summary, ref, criteria, created_at`
 
 func scanEvidence(row pgx.Row) (Evidence, error) {
 	var e Evidence
-	err := row.Scan(&e.ID, &e.GoalID, &e.AgentID, &e.TodoID, &e.TurnID, &e.Kind, &e.Summary, &e.Ref, &e.CreatedAt)
+	err := row.Scan(&e.ID, &e.GoalID, &e.AgentID, &e.TodoID, &e.TurnID, &e.Kind, &e.Summary, &e.Ref, &e.Criteria, &e.CreatedAt)
 	return e, err
 }
 
@@ -75,16 +82,45 @@ func (s *Store) AddEvidence(ctx context.Context, p AddEvidenceParams) (Evidence,
 	if err := checkText("ref", p.Ref, 2000, false); err != nil {
 		return Evidence{}, err
 	}
+	criteria := make([]string, 0, len(p.Criteria))
+	for _, c := range p.Criteria {
+		c = strings.ToLower(strings.TrimSpace(c))
+		if !ValidCriterionID(c) {
+			return Evidence{}, Errorf(ErrInvalid, "criteria", "%q is not a criterion id (such as c1 or g2)", clip(c))
+		}
+		if !slices.Contains(criteria, c) {
+			criteria = append(criteria, c)
+		}
+	}
+	if len(criteria) > MaxCriteria*2 {
+		return Evidence{}, Errorf(ErrInvalid, "criteria", "names %d criteria; at most %d", len(criteria), MaxCriteria*2)
+	}
 	return Do(ctx, s, "evidence.add", p.Meta, p, func(tx *Tx, now time.Time) (Evidence, Audit, error) {
 		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
 			return Evidence{}, Audit{}, err
 		}
 		var todoID, turnID any
+		var known []Criterion
 		if p.TodoID != 0 {
-			if _, err := getTodo(ctx, tx, p.GoalID, p.TodoID, false); err != nil {
+			t, err := getTodo(ctx, tx, p.GoalID, p.TodoID, false)
+			if err != nil {
 				return Evidence{}, Audit{}, err
 			}
 			todoID = p.TodoID
+			known = append(known, t.Criteria...)
+		}
+		if len(criteria) > 0 {
+			g, err := getGoal(ctx, tx, p.GoalID, false)
+			if err != nil {
+				return Evidence{}, Audit{}, err
+			}
+			known = append(known, g.Criteria...)
+			for _, c := range criteria {
+				if !slices.ContainsFunc(known, func(k Criterion) bool { return k.ID == c }) {
+					return Evidence{}, Audit{}, Errorf(ErrInvalid, "criteria", "%s is not a criterion of %s or of the goal (they are: %s)",
+						c, criteriaOwner(p.TodoID), orNone(strings.Join(CriterionIDs(known), ", ")))
+				}
+			}
 		}
 		var tid int64
 		if p.TurnID != 0 {
@@ -112,13 +148,16 @@ func (s *Store) AddEvidence(ctx context.Context, p AddEvidenceParams) (Evidence,
 			}
 		}
 		e, err := scanEvidence(tx.QueryRow(ctx, `
-			INSERT INTO evidence (goal_id, agent_id, todo_id, turn_id, kind, summary, ref, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+evidenceCols,
-			p.GoalID, p.AgentID, todoID, turnID, kind, p.Summary, p.Ref, now))
+			INSERT INTO evidence (goal_id, agent_id, todo_id, turn_id, kind, summary, ref, created_at, criteria)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+evidenceCols,
+			p.GoalID, p.AgentID, todoID, turnID, kind, p.Summary, p.Ref, now, criteria))
 		if err != nil {
 			return Evidence{}, Audit{}, fmt.Errorf("insert evidence: %w", mapErr(err))
 		}
 		detail := map[string]any{"todo_id": e.TodoID, "turn_id": e.TurnID}
+		if len(criteria) > 0 {
+			detail["criteria"] = criteria
+		}
 		if p.File != nil {
 			f, err := s.attachTx(ctx, tx, p.GoalID, "evidence_id", e.ID, *p.File, now)
 			if err != nil {

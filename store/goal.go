@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,18 +33,30 @@ type Goal struct {
 	ReportTZ      string   `json:"report_tz"`
 	Lang          string   `json:"lang"`        // en | zh
 	StallTurns    int      `json:"stall_turns"` // turns in a row without progress before a stall gate; 0 = off
-	// Settings with a machine default (GoalDefaults): nil takes the default, a value
-	// overrides it. See goalsettings.go.
-	BreakerFailures *int      `json:"breaker_failures"` // failed or empty turns in a row before the agent is held; 0 = off
-	ProgressCard    *bool     `json:"progress_card"`    // a live progress card in chat while a turn runs
-	QuietDigests    *bool     `json:"quiet_digests"`    // a scheduled digest with nothing new is not sent
-	Version         int64     `json:"version"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	// Settings with a machine default that live as NULL while the goal follows it: nil takes
+	// the default, a value overrides it. See goalsettings.go.
+	BreakerFailures       *int  `json:"breaker_failures"`        // failed or empty turns in a row before the agent is held; 0 = off
+	ProgressCard          *bool `json:"progress_card"`           // a live progress card in chat while a turn runs
+	QuietDigests          *bool `json:"quiet_digests"`           // a scheduled digest with nothing new is not sent
+	ReminderMinutes       []int `json:"reminder_minutes"`        // waits before each gate reminder; nil = the default
+	ReminderEscalateAfter *int  `json:"reminder_escalate_after"` // from this reminder on, owners get it by direct message
+	// Overrides names the materialized settings (window_hours, allowed_slots, stall_turns,
+	// the schedules and zones, lang) the goal sets itself; the others follow the machine
+	// default, whose value their columns hold.
+	Overrides []string `json:"overrides"`
+	// The contract: scope, capabilities the goal grants its agents, acceptance criteria.
+	ScopeEditable  []string    `json:"scope_editable"`
+	ScopeProtected []string    `json:"scope_protected"`
+	ScopeNotes     string      `json:"scope_notes"`
+	Capabilities   []string    `json:"capabilities"`
+	Criteria       []Criterion `json:"criteria"`
+	Version        int64       `json:"version"`
+	CreatedAt      time.Time   `json:"created_at"`
+	UpdatedAt      time.Time   `json:"updated_at"`
 }
 
-// CreateGoalParams creates a goal. Zero values take the defaults: window 24 h, 24 slots,
-// zones UTC, language en, stall guard after 3 turns.
+// CreateGoalParams creates a goal. Settings left unset (nil, "") follow the machine
+// defaults (MachineDefaults); a value given here overrides its default.
 type CreateGoalParams struct {
 	ID            string
 	Title         string
@@ -62,7 +75,13 @@ type CreateGoalParams struct {
 	BreakerFailures *int
 	ProgressCard    *bool
 	QuietDigests    *bool
-	Meta            Meta `json:"-"`
+	// The contract (see contract.go); criteria without an id get g1, g2, ...
+	ScopeEditable  []string
+	ScopeProtected []string
+	ScopeNotes     string
+	Capabilities   []string
+	Criteria       []Criterion
+	Meta           Meta `json:"-"`
 }
 
 // ListGoalsParams filters ListGoals. Empty fields do not filter.
@@ -109,16 +128,26 @@ type GoalRef struct {
 	Meta   Meta `json:"-"`
 }
 
+// goalCols are read by name into Goal; the should-run snapshot decodes them as JSON, so every
+// column's name is its JSON name.
 const goalCols = `id, title, objective, owners, members, status, window_hours, allowed_slots,
 	heartbeat_spec, heartbeat_tz, report_spec, report_tz, lang, stall_turns, breaker_failures, progress_card,
-	quiet_digests, version, created_at, updated_at`
+	quiet_digests, reminder_minutes, reminder_escalate_after, overrides, scope_editable, scope_protected,
+	scope_notes, capabilities, criteria, version, created_at, updated_at`
 
 func scanGoal(row pgx.Row) (Goal, error) {
 	var g Goal
-	err := row.Scan(&g.ID, &g.Title, &g.Objective, &g.Owners, &g.Members, &g.Status, &g.WindowHours,
-		&g.AllowedSlots, &g.HeartbeatSpec, &g.HeartbeatTZ, &g.ReportSpec, &g.ReportTZ, &g.Lang,
-		&g.StallTurns, &g.BreakerFailures, &g.ProgressCard, &g.QuietDigests, &g.Version, &g.CreatedAt, &g.UpdatedAt)
+	err := row.Scan(goalDests(&g)...)
 	return g, err
+}
+
+// goalDests are the scan destinations of goalCols, in order.
+func goalDests(g *Goal) []any {
+	return []any{&g.ID, &g.Title, &g.Objective, &g.Owners, &g.Members, &g.Status, &g.WindowHours,
+		&g.AllowedSlots, &g.HeartbeatSpec, &g.HeartbeatTZ, &g.ReportSpec, &g.ReportTZ, &g.Lang,
+		&g.StallTurns, &g.BreakerFailures, &g.ProgressCard, &g.QuietDigests, &g.ReminderMinutes,
+		&g.ReminderEscalateAfter, &g.Overrides, &g.ScopeEditable, &g.ScopeProtected, &g.ScopeNotes,
+		&g.Capabilities, &g.Criteria, &g.Version, &g.CreatedAt, &g.UpdatedAt}
 }
 
 // checkGoal validates every field of a goal as it will be stored.
@@ -138,6 +167,15 @@ func checkGoal(g Goal) error {
 		checkLang("lang", g.Lang, false),
 		checkRange("stall_turns", g.StallTurns, 0, 100),
 		checkOptRange("breaker_failures", g.BreakerFailures, 0, 100),
+		checkOptRange(SettingReminderEscalate, g.ReminderEscalateAfter, 1, 100),
+		CheckScope(g.Scope()),
+		CheckCapabilities("capabilities", g.Capabilities),
+	}
+	if g.ReminderMinutes != nil {
+		checks = append(checks, checkLadder(SettingReminderMinutes, g.ReminderMinutes))
+	}
+	if len(g.Criteria) > MaxCriteria {
+		checks = append(checks, Errorf(ErrInvalid, "criteria", "lists %d criteria; at most %d", len(g.Criteria), MaxCriteria))
 	}
 	for _, err := range checks {
 		if err != nil {
@@ -161,40 +199,81 @@ func strOr(v, def string) string {
 	return v
 }
 
-// CreateGoal creates an active goal. Missing optional fields take the defaults of
-// CreateGoalParams; an existing id is ErrConflict.
+// CreateGoal creates an active goal. Settings it leaves unset follow the machine defaults;
+// an existing id is ErrConflict.
 func (s *Store) CreateGoal(ctx context.Context, p CreateGoalParams) (Goal, error) {
+	criteria, err := NormalizeCriteria("criteria", "g", p.Criteria)
+	if err != nil {
+		return Goal{}, err
+	}
 	g := Goal{
 		ID: p.ID, Title: p.Title, Objective: p.Objective,
 		Owners: nonNil(p.Owners), Members: nonNil(p.Members), Status: GoalActive,
-		WindowHours: orDefault(p.WindowHours, 24), AllowedSlots: orDefault(p.AllowedSlots, 24),
-		HeartbeatSpec: p.HeartbeatSpec, HeartbeatTZ: strOr(p.HeartbeatTZ, "UTC"),
-		ReportSpec: p.ReportSpec, ReportTZ: strOr(p.ReportTZ, "UTC"),
-		Lang: strOr(p.Lang, "en"), StallTurns: orDefault(p.StallTurns, 3),
 		BreakerFailures: p.BreakerFailures, ProgressCard: p.ProgressCard, QuietDigests: p.QuietDigests,
-	}
-	if err := checkGoal(g); err != nil {
-		return Goal{}, err
+		ScopeEditable: nonNil(p.ScopeEditable), ScopeProtected: nonNil(p.ScopeProtected), ScopeNotes: p.ScopeNotes,
+		Capabilities: nonNil(p.Capabilities), Criteria: criteria, Overrides: []string{},
 	}
 	return Do(ctx, s, "goal.create", p.Meta, p, func(tx *Tx, now time.Time) (Goal, Audit, error) {
-		out, err := scanGoal(tx.QueryRow(ctx, `
+		d, err := GetMachineDefaults(ctx, tx)
+		if err != nil {
+			return Goal{}, Audit{}, err
+		}
+		g := withCreateSettings(g, p, d)
+		if err := checkGoal(g); err != nil {
+			return Goal{}, Audit{}, err
+		}
+		tag, err := tx.Exec(ctx, `
 			INSERT INTO goal (id, title, objective, owners, members, status, window_hours, allowed_slots,
 			                  heartbeat_spec, heartbeat_tz, report_spec, report_tz, lang, stall_turns,
-			                  created_at, updated_at, breaker_failures, progress_card, quiet_digests)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18)
-			ON CONFLICT (id) DO NOTHING
-			RETURNING `+goalCols,
+			                  created_at, updated_at, breaker_failures, progress_card, quiet_digests,
+			                  overrides, scope_editable, scope_protected, scope_notes, capabilities, criteria)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18,
+			        $19, $20, $21, $22, $23, $24)
+			ON CONFLICT (id) DO NOTHING`,
 			g.ID, g.Title, g.Objective, g.Owners, g.Members, g.Status, g.WindowHours, g.AllowedSlots,
 			g.HeartbeatSpec, g.HeartbeatTZ, g.ReportSpec, g.ReportTZ, g.Lang, g.StallTurns, now,
-			g.BreakerFailures, g.ProgressCard, g.QuietDigests))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Goal{}, Audit{}, Errorf(ErrConflict, "goal_id", "goal %q already exists", g.ID)
-		}
+			g.BreakerFailures, g.ProgressCard, g.QuietDigests,
+			g.Overrides, g.ScopeEditable, g.ScopeProtected, g.ScopeNotes, g.Capabilities, g.Criteria)
 		if err != nil {
 			return Goal{}, Audit{}, fmt.Errorf("insert goal: %w", mapErr(err))
 		}
+		if tag.RowsAffected() == 0 {
+			return Goal{}, Audit{}, Errorf(ErrConflict, "goal_id", "goal %q already exists", g.ID)
+		}
+		out, err := getGoal(ctx, tx, g.ID, false)
+		if err != nil {
+			return Goal{}, Audit{}, err
+		}
 		return out, Audit{GoalID: out.ID, Target: GoalTarget(out.ID)}, nil
 	})
+}
+
+// withCreateSettings fills g's materialized settings: those p gives are overrides, the
+// others take the machine defaults d.
+func withCreateSettings(g Goal, p CreateGoalParams, d MachineDefaults) Goal {
+	num := func(field string, v *int, def int) int {
+		if v == nil {
+			return def
+		}
+		g.Overrides = append(g.Overrides, field)
+		return *v
+	}
+	str := func(field, v, def string) string {
+		if v == "" {
+			return def
+		}
+		g.Overrides = append(g.Overrides, field)
+		return v
+	}
+	g.AllowedSlots = num(SettingAllowedSlots, p.AllowedSlots, d.AllowedSlots)
+	g.WindowHours = num(SettingWindowHours, p.WindowHours, d.WindowHours)
+	g.StallTurns = num(SettingStallTurns, p.StallTurns, d.StallTurns)
+	g.HeartbeatSpec = str(SettingHeartbeatSpec, p.HeartbeatSpec, d.HeartbeatSpec)
+	g.HeartbeatTZ = str(SettingHeartbeatTZ, p.HeartbeatTZ, d.HeartbeatTZ)
+	g.ReportSpec = str(SettingReportSpec, p.ReportSpec, d.ReportSpec)
+	g.ReportTZ = str(SettingReportTZ, p.ReportTZ, d.ReportTZ)
+	g.Lang = str(SettingLang, p.Lang, d.Lang)
+	return g
 }
 
 func nonNil(v []string) []string {
@@ -305,54 +384,74 @@ func (s *Store) UpdateGoal(ctx context.Context, p UpdateGoalParams) (Goal, error
 }
 
 func apply(g *Goal, p UpdateGoalParams) {
-	set := func(dst *string, v *string) {
-		if v != nil {
-			*dst = *v
+	mark := func(field string) {
+		if !slices.Contains(g.Overrides, field) {
+			g.Overrides = append(slices.Clone(g.Overrides), field)
 		}
 	}
-	set(&g.Title, p.Title)
-	set(&g.Objective, p.Objective)
-	set(&g.HeartbeatSpec, p.HeartbeatSpec)
-	set(&g.HeartbeatTZ, p.HeartbeatTZ)
-	set(&g.ReportSpec, p.ReportSpec)
-	set(&g.ReportTZ, p.ReportTZ)
-	set(&g.Lang, p.Lang)
+	set := func(field string, dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+			if field != "" {
+				mark(field)
+			}
+		}
+	}
+	setInt := func(field string, dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+			mark(field)
+		}
+	}
+	set("", &g.Title, p.Title)
+	set("", &g.Objective, p.Objective)
+	set(SettingHeartbeatSpec, &g.HeartbeatSpec, p.HeartbeatSpec)
+	set(SettingHeartbeatTZ, &g.HeartbeatTZ, p.HeartbeatTZ)
+	set(SettingReportSpec, &g.ReportSpec, p.ReportSpec)
+	set(SettingReportTZ, &g.ReportTZ, p.ReportTZ)
+	set(SettingLang, &g.Lang, p.Lang)
 	if p.Owners != nil {
 		g.Owners = nonNil(*p.Owners)
 	}
 	if p.Members != nil {
 		g.Members = nonNil(*p.Members)
 	}
-	if p.WindowHours != nil {
-		g.WindowHours = *p.WindowHours
-	}
-	if p.AllowedSlots != nil {
-		g.AllowedSlots = *p.AllowedSlots
-	}
-	if p.StallTurns != nil {
-		g.StallTurns = *p.StallTurns
-	}
+	setInt(SettingWindowHours, &g.WindowHours, p.WindowHours)
+	setInt(SettingAllowedSlots, &g.AllowedSlots, p.AllowedSlots)
+	setInt(SettingStallTurns, &g.StallTurns, p.StallTurns)
 	g.BreakerFailures = setting(g.BreakerFailures, p.BreakerFailures, p.DefaultBreaker)
 	g.ProgressCard = setting(g.ProgressCard, p.ProgressCard, p.DefaultProgress)
 	g.QuietDigests = setting(g.QuietDigests, p.QuietDigests, p.DefaultQuiet)
 }
 
+// writeGoal stores every field of g (its settings, overrides and contract) and moves it to
+// the next version.
 func writeGoal(ctx context.Context, db DB, g Goal, now time.Time) (Goal, error) {
-	out, err := scanGoal(db.QueryRow(ctx, `
+	_, err := db.Exec(ctx, `
 		UPDATE goal SET title = $2, objective = $3, owners = $4, members = $5, status = $6,
 		       window_hours = $7, allowed_slots = $8, heartbeat_spec = $9, heartbeat_tz = $10,
 		       report_spec = $11, report_tz = $12, lang = $13, stall_turns = $14,
 		       version = version + 1, updated_at = $15,
-		       breaker_failures = $16, progress_card = $17, quiet_digests = $18
-		WHERE id = $1
-		RETURNING `+goalCols,
+		       breaker_failures = $16, progress_card = $17, quiet_digests = $18,
+		       reminder_minutes = $19, reminder_escalate_after = $20, overrides = $21,
+		       scope_editable = $22, scope_protected = $23, scope_notes = $24, capabilities = $25, criteria = $26
+		WHERE id = $1`,
 		g.ID, g.Title, g.Objective, g.Owners, g.Members, g.Status, g.WindowHours, g.AllowedSlots,
 		g.HeartbeatSpec, g.HeartbeatTZ, g.ReportSpec, g.ReportTZ, g.Lang, g.StallTurns, now,
-		g.BreakerFailures, g.ProgressCard, g.QuietDigests))
+		g.BreakerFailures, g.ProgressCard, g.QuietDigests, g.ReminderMinutes, g.ReminderEscalateAfter,
+		nonNil(g.Overrides), nonNil(g.ScopeEditable), nonNil(g.ScopeProtected), g.ScopeNotes,
+		nonNil(g.Capabilities), nonNilCriteria(g.Criteria))
 	if err != nil {
 		return Goal{}, fmt.Errorf("update goal: %w", mapErr(err))
 	}
-	return out, nil
+	return getGoal(ctx, db, g.ID, false)
+}
+
+func nonNilCriteria(cs []Criterion) []Criterion {
+	if cs == nil {
+		return []Criterion{}
+	}
+	return cs
 }
 
 // StopGoal pauses an active goal: should-run answers paused until ResumeGoal. Todos, history

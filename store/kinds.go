@@ -139,6 +139,14 @@ const (
 	// ReasonTurnRecorded (refused): the live turn already recorded evidence or its spend, so
 	// it stays on its todo.
 	ReasonTurnRecorded = "turn_recorded"
+	// ReasonMissingCapability (forbidden): the agent lacks a capability the todo requires.
+	ReasonMissingCapability = "missing_capability"
+	// ReasonCriteriaUnmet (refused): a criterion of the todo has no evidence and no waiver.
+	ReasonCriteriaUnmet = "criteria_unmet"
+	// ReasonHandoffNote (refused): a todo with evidence changes hands only with a handoff note.
+	ReasonHandoffNote = "handoff_note_required"
+	// ReasonGoalDone (refused): the goal is done; reopen it first.
+	ReasonGoalDone = "goal_done"
 )
 
 // ErrorReason is one reason with the kind it refines and what it means.
@@ -157,6 +165,10 @@ var errorReasons = []ErrorReason{
 	{ReasonNoLiveTurn, CodeRefused, "the agent has no live turn to stop or to report progress on"},
 	{ReasonTooLarge, CodeBadRequest, "the file is larger than the server's size cap (LOOPX_FILE_MAX_BYTES)"},
 	{ReasonTurnRecorded, CodeRefused, "the live turn already recorded evidence or its spend: it stays on its todo"},
+	{ReasonMissingCapability, CodeForbidden, "the agent lacks a capability the todo requires: an owner grants it, or another agent takes the todo"},
+	{ReasonCriteriaUnmet, CodeRefused, "a criterion of the todo has no evidence yet: add evidence naming it, or an owner waives it"},
+	{ReasonHandoffNote, CodeRefused, "the todo has evidence: it changes hands only with a handoff note"},
+	{ReasonGoalDone, CodeRefused, "the goal is done: an owner reopens it first"},
 }
 
 // ErrorReasons returns every reason, in the order docs/api.md lists them.

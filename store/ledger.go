@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,7 +55,28 @@ type RefreshStateParams struct {
 	AgentID        string
 	TurnInstanceID string
 	NextAction     string
-	Meta           Meta `json:"-"`
+	// Handoff, when set, ends the turn with a handoff record: what was done, what is next,
+	// open questions, for whom (To; "" = the agent's own next turn), about the turn's todo
+	// (or TodoID), resting on the turn's evidence.
+	Handoff *TurnHandoff `json:"handoff,omitempty"`
+	Meta    Meta         `json:"-"`
+}
+
+// TurnHandoff is the handoff a turn ends with (RefreshStateParams.Handoff).
+type TurnHandoff struct {
+	To        string `json:"to_agent"`
+	Kind      string `json:"kind"`
+	TodoID    int64  `json:"todo_id"`
+	Done      string `json:"done"`
+	Next      string `json:"next"`
+	Questions string `json:"questions"`
+}
+
+// RefreshResult is what refresh-state recorded: the ledger row and, when the turn handed off,
+// the handoff.
+type RefreshResult struct {
+	LedgerEntry
+	Handoff *Handoff `json:"handoff,omitempty"`
 }
 
 const ledgerCols = `id, goal_id, agent_id, kind, coalesce(turn_id, 0), coalesce(todo_id, 0), slots, detail, created_at`
@@ -230,40 +252,85 @@ func unknownTurnRefusal(ctx context.Context, tx DB, p SpendSlotParams) error {
 }
 
 // RefreshState appends a quota-neutral state_refreshed row holding the next action, which the
-// next should-run shows as next_action.
-func (s *Store) RefreshState(ctx context.Context, p RefreshStateParams) (LedgerEntry, error) {
+// next should-run shows as next_action, and, with p.Handoff, the turn's handoff record (the
+// receiver's continuation; for another agent the todo's claim moves to it).
+func (s *Store) RefreshState(ctx context.Context, p RefreshStateParams) (RefreshResult, error) {
 	if err := checkID("goal_id", p.GoalID); err != nil {
-		return LedgerEntry{}, err
+		return RefreshResult{}, err
 	}
 	if err := checkID("agent_id", p.AgentID); err != nil {
-		return LedgerEntry{}, err
+		return RefreshResult{}, err
 	}
 	if err := checkInstanceID("turn_instance_id", p.TurnInstanceID); err != nil {
-		return LedgerEntry{}, err
+		return RefreshResult{}, err
 	}
 	if err := checkText("next_action", p.NextAction, MaxText, false); err != nil {
-		return LedgerEntry{}, err
+		return RefreshResult{}, err
 	}
-	return Do(ctx, s, "quota.refresh_state", p.Meta, p, func(tx *Tx, now time.Time) (LedgerEntry, Audit, error) {
+	var hp HandoffParams
+	if h := p.Handoff; h != nil {
+		hp = HandoffParams{GoalID: p.GoalID, TodoID: h.TodoID, From: p.AgentID, To: cmpOr(h.To, p.AgentID), Kind: h.Kind,
+			Done: h.Done, Next: cmpOr(h.Next, p.NextAction), Questions: h.Questions, Meta: p.Meta}
+		if err := checkHandoff(hp); err != nil {
+			return RefreshResult{}, err
+		}
+	}
+	return Do(ctx, s, "quota.refresh_state", p.Meta, p, func(tx *Tx, now time.Time) (RefreshResult, Audit, error) {
 		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
-			return LedgerEntry{}, Audit{}, err
+			return RefreshResult{}, Audit{}, err
 		}
 		var turnID int64
 		if p.TurnInstanceID != "" {
 			t, err := getTurn(ctx, tx, p.GoalID, p.AgentID, p.TurnInstanceID, false)
 			if err != nil {
-				return LedgerEntry{}, Audit{}, err
+				return RefreshResult{}, Audit{}, err
 			}
 			turnID = t.ID
+			if hp.TodoID == 0 {
+				hp.TodoID = t.TodoID
+			}
 		}
 		detail, _ := json.Marshal(map[string]any{"next_action": p.NextAction, "turn_instance_id": p.TurnInstanceID})
 		e, err := InsertLedger(ctx, tx, LedgerEntry{GoalID: p.GoalID, AgentID: p.AgentID, Kind: LedgerStateRefreshed,
 			TurnID: turnID, Detail: detail, CreatedAt: now})
 		if err != nil {
-			return LedgerEntry{}, Audit{}, err
+			return RefreshResult{}, Audit{}, err
 		}
-		return e, Audit{GoalID: p.GoalID, Target: AgentTarget(p.GoalID, p.AgentID)}, nil
+		out := RefreshResult{LedgerEntry: e}
+		audit := Audit{GoalID: p.GoalID, Target: AgentTarget(p.GoalID, p.AgentID)}
+		if p.Handoff != nil && turnID != 0 {
+			// A turn that ends with its own handoff has read the continuations it was
+			// carrying (those pending when it began): they are acknowledged.
+			if _, err := tx.Exec(ctx, `UPDATE handoff SET acked_at = $3, acked_by = $4
+				WHERE goal_id = $1 AND to_agent = $2 AND acked_at IS NULL
+				  AND created_at <= (SELECT started_at FROM turn WHERE id = $5)`,
+				p.GoalID, p.AgentID, now, p.Meta.Actor, turnID); err != nil {
+				return RefreshResult{}, Audit{}, fmt.Errorf("acknowledge the turn's continuations: %w", mapErr(err))
+			}
+		}
+		if p.Handoff != nil {
+			if turnID != 0 && len(hp.EvidenceIDs) == 0 {
+				if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM evidence WHERE turn_id = $1`, turnID).
+					Scan(&hp.EvidenceIDs); err != nil {
+					return RefreshResult{}, Audit{}, fmt.Errorf("read the turn's evidence: %w", mapErr(err))
+				}
+			}
+			h, err := handOffTx(ctx, tx, hp, turnID, now)
+			if err != nil {
+				return RefreshResult{}, Audit{}, err
+			}
+			out.Handoff = &h
+			audit.Detail = auditDetail(map[string]any{"handoff_id": h.ID, "to_agent": h.To, "kind": h.Kind, "todo_id": h.TodoID})
+		}
+		return out, audit, nil
 	})
+}
+
+func cmpOr(v, def string) string {
+	if strings.TrimSpace(v) == "" {
+		return def
+	}
+	return v
 }
 
 // ListLedger lists a goal's ledger rows of one kind ("" = all), oldest first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -34,10 +35,6 @@ const (
 	PermitDeny  = "deny"
 )
 
-// DefaultPermissionTimeout is how long a permission gate waits for an owner when the goal
-// sets nothing.
-const DefaultPermissionTimeout = 10 * time.Minute
-
 // PermissionRequest is what a host asks to run, as the card shows it.
 type PermissionRequest struct {
 	Host    string `json:"host"`    // claude-code, codex
@@ -45,6 +42,12 @@ type PermissionRequest struct {
 	Summary string `json:"summary"` // its arguments, readable and short
 	Folder  string `json:"folder"`  // where the host runs
 	Turn    string `json:"turn"`    // the LoopX turn instance, else the host's session
+	// Paths are the files the tool writes, relative to the project folder with forward
+	// slashes (../ when it leaves the folder), as the hook read them from its arguments.
+	Paths []string `json:"paths,omitempty"`
+	// Outside lists the paths outside the goal's editable ones; AskPermission sets it (what
+	// a client sends is replaced) and the card names them.
+	Outside []string `json:"outside,omitempty"`
 }
 
 // AskPermissionParams asks the goal's owners whether agent may run a tool.
@@ -60,25 +63,33 @@ type AskPermissionParams struct {
 // PermissionAnswer is what AskPermission decided, or the gate that asks.
 type PermissionAnswer struct {
 	Decision string `json:"decision"` // allow | deny | ask
-	// Reason: rule_allow, rule_deny (the goal's policy), turn_allowed (an owner allowed the
-	// tool for this turn), asked (a gate is open).
-	Reason    string     `json:"reason"`
+	// Reason: rule_allow, rule_deny (the goal's policy), scope_protected (a path the goal's
+	// scope protects), turn_allowed (an owner allowed the tool for this turn), asked (a gate
+	// is open).
+	Reason string `json:"reason"`
+	// Protected lists the paths the goal's scope protects (reason scope_protected).
+	Protected []string   `json:"protected,omitempty"`
 	Gate      *Gate      `json:"gate,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // PermissionPolicy is a goal's rules for permission requests.
 type PermissionPolicy struct {
-	GoalID         string   `json:"goal_id"`
-	TimeoutSeconds int      `json:"timeout_seconds"`
-	AllowTools     []string `json:"allow_tools"`
-	DenyTools      []string `json:"deny_tools"`
+	GoalID         string `json:"goal_id"`
+	TimeoutSeconds int    `json:"timeout_seconds"`
+	// TimeoutSet: the goal set its own limit; otherwise it follows the machine default
+	// (MachineDefaults.PermissionTimeoutSeconds).
+	TimeoutSet bool     `json:"timeout_set"`
+	AllowTools []string `json:"allow_tools"`
+	DenyTools  []string `json:"deny_tools"`
 }
 
 // SetPermissionPolicyParams sets a goal's policy; nil fields keep their value.
 type SetPermissionPolicyParams struct {
 	GoalID         string
 	TimeoutSeconds *int
+	// TimeoutDefault puts the limit back to the machine default.
+	TimeoutDefault bool
 	AllowTools     *[]string
 	DenyTools      *[]string
 	Meta           Meta `json:"-"`
@@ -93,7 +104,41 @@ func checkPermissionRequest(r PermissionRequest) error {
 			return err
 		}
 	}
+	if len(r.Paths) > maxRequestPaths {
+		return Errorf(ErrInvalid, "paths", "lists %d paths; at most %d", len(r.Paths), maxRequestPaths)
+	}
+	for _, p := range r.Paths {
+		if err := checkText("paths", p, 1000, true); err != nil {
+			return err
+		}
+		if strings.ContainsAny(p, "\x00\n\r") {
+			return Errorf(ErrInvalid, "paths", "%q is not a path", clip(p))
+		}
+	}
 	return nil
+}
+
+// maxRequestPaths bounds the files one permission request names (a patch of many files).
+const maxRequestPaths = 200
+
+// requestScope sorts the paths a request writes by the goal's scope: those it protects and
+// those outside its editable paths. A path that leaves the project folder is outside
+// whenever the goal lists editable paths.
+func requestScope(s Scope, paths []string) (protected, outside []string) {
+	for _, p := range paths {
+		clean := path.Clean(strings.ReplaceAll(p, "\\", "/"))
+		where := ScopeOf(s, clean)
+		if where != "protected" && len(s.Editable) > 0 && (clean == ".." || strings.HasPrefix(clean, "../") || strings.HasPrefix(clean, "/")) {
+			where = "outside"
+		}
+		switch where {
+		case "protected":
+			protected = append(protected, p)
+		case "outside":
+			outside = append(outside, p)
+		}
+	}
+	return protected, outside
 }
 
 // toolMatches: a rule names a tool exactly, or a prefix ending in *.
@@ -132,18 +177,28 @@ func (s *Store) AskPermission(ctx context.Context, p AskPermissionParams) (Permi
 			return PermissionAnswer{}, Audit{}, err
 		}
 		detail := map[string]any{"agent_id": p.AgentID, "tool": p.Request.Tool, "turn": p.Request.Turn}
-		decided := func(decision, reason string) (PermissionAnswer, Audit, error) {
+		if len(p.Request.Paths) > 0 {
+			detail["paths"] = p.Request.Paths
+		}
+		decided := func(decision, reason string, protected []string) (PermissionAnswer, Audit, error) {
 			detail["decision"], detail["reason"] = decision, reason
-			return PermissionAnswer{Decision: decision, Reason: reason},
+			return PermissionAnswer{Decision: decision, Reason: reason, Protected: protected},
 				Audit{GoalID: goal.ID, Target: AgentTarget(goal.ID, p.AgentID), Detail: auditDetail(detail)}, nil
 		}
+		// The scope speaks of paths, the rules of tools: a protected path is denied even for
+		// an allowed tool, and a path outside the editable ones is always asked.
+		protected, outside := requestScope(goal.Scope(), p.Request.Paths)
+		p.Request.Outside = outside
 		switch {
 		case toolMatches(pol.DenyTools, p.Request.Tool):
-			return decided(PermitDeny, "rule_deny")
+			return decided(PermitDeny, "rule_deny", nil)
+		case len(protected) > 0:
+			return decided(PermitDeny, "scope_protected", protected)
+		case len(outside) > 0:
 		case toolMatches(pol.AllowTools, p.Request.Tool):
-			return decided(PermitAllow, "rule_allow")
+			return decided(PermitAllow, "rule_allow", nil)
 		}
-		if p.Request.Turn != "" {
+		if p.Request.Turn != "" && len(outside) == 0 {
 			var n int
 			err := tx.QueryRow(ctx, `SELECT count(*) FROM gate
 				WHERE goal_id = $1 AND agent_id = $2 AND kind = 'permission' AND answer = 'allow_turn'
@@ -152,7 +207,7 @@ func (s *Store) AskPermission(ctx context.Context, p AskPermissionParams) (Permi
 				return PermissionAnswer{}, Audit{}, fmt.Errorf("read earlier answers: %w", mapErr(err))
 			}
 			if n > 0 {
-				return decided(PermitAllow, "turn_allowed")
+				return decided(PermitAllow, "turn_allowed", nil)
 			}
 		}
 		expires := now.Add(time.Duration(pol.TimeoutSeconds) * time.Second)
@@ -261,11 +316,16 @@ func (s *Store) GetPermissionPolicy(ctx context.Context, goalID string) (Permiss
 }
 
 func getPermissionPolicy(ctx context.Context, db DB, goalID string) (PermissionPolicy, error) {
-	p := PermissionPolicy{GoalID: goalID, TimeoutSeconds: int(DefaultPermissionTimeout / time.Second), AllowTools: []string{}, DenyTools: []string{}}
-	err := db.QueryRow(ctx, `SELECT timeout_seconds, allow_tools, deny_tools FROM permission_policy WHERE goal_id = $1`, goalID).
-		Scan(&p.TimeoutSeconds, &p.AllowTools, &p.DenyTools)
+	p := PermissionPolicy{GoalID: goalID, AllowTools: []string{}, DenyTools: []string{}}
+	err := db.QueryRow(ctx, `SELECT CASE WHEN coalesce(pp.timeout_set, false) THEN pp.timeout_seconds ELSE d.permission_timeout_seconds END,
+			coalesce(pp.timeout_set, false), coalesce(pp.allow_tools, '{}'), coalesce(pp.deny_tools, '{}')
+		FROM machine_defaults d LEFT JOIN permission_policy pp ON pp.goal_id = $1`, goalID).
+		Scan(&p.TimeoutSeconds, &p.TimeoutSet, &p.AllowTools, &p.DenyTools)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("read permission policy: %w", mapErr(err))
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		p.TimeoutSeconds = BuiltinDefaults().PermissionTimeoutSeconds
 	}
 	return p, nil
 }
@@ -312,7 +372,14 @@ func (s *Store) SetPermissionPolicy(ctx context.Context, p SetPermissionPolicyPa
 		}
 		after := before
 		if p.TimeoutSeconds != nil {
-			after.TimeoutSeconds = *p.TimeoutSeconds
+			after.TimeoutSeconds, after.TimeoutSet = *p.TimeoutSeconds, true
+		}
+		if p.TimeoutDefault {
+			d, err := GetMachineDefaults(ctx, tx)
+			if err != nil {
+				return PermissionPolicy{}, Audit{}, err
+			}
+			after.TimeoutSeconds, after.TimeoutSet = d.PermissionTimeoutSeconds, false
 		}
 		if p.AllowTools != nil {
 			after.AllowTools = *p.AllowTools
@@ -321,10 +388,11 @@ func (s *Store) SetPermissionPolicy(ctx context.Context, p SetPermissionPolicyPa
 			after.DenyTools = *p.DenyTools
 		}
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO permission_policy (goal_id, timeout_seconds, allow_tools, deny_tools, updated_at)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (goal_id) DO UPDATE SET timeout_seconds = $2, allow_tools = $3, deny_tools = $4, updated_at = $5`,
-			p.GoalID, after.TimeoutSeconds, after.AllowTools, after.DenyTools, now); err != nil {
+			INSERT INTO permission_policy (goal_id, timeout_seconds, allow_tools, deny_tools, updated_at, timeout_set)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (goal_id) DO UPDATE SET timeout_seconds = $2, allow_tools = $3, deny_tools = $4, updated_at = $5,
+			       timeout_set = $6`,
+			p.GoalID, after.TimeoutSeconds, after.AllowTools, after.DenyTools, now, after.TimeoutSet); err != nil {
 			return PermissionPolicy{}, Audit{}, fmt.Errorf("write permission policy: %w", mapErr(err))
 		}
 		return after, Audit{GoalID: p.GoalID, Target: GoalTarget(p.GoalID),

@@ -28,6 +28,12 @@ const (
 	ProposalGoalPause  = "goal.pause"
 	ProposalGoalResume = "goal.resume"
 	ProposalAgentSet   = "agent.set"
+	ProposalGoalDone   = "goal.done"   // finish the goal
+	ProposalGoalReopen = "goal.reopen" // a done goal becomes active again
+	ProposalGoalReplan = "goal.replan" // a new objective, with the todos it affects
+	// ProposalDefaultsSet changes the machine defaults; it belongs to no goal (GoalID "") and
+	// its GoalVersion is the defaults' version.
+	ProposalDefaultsSet = "defaults.set"
 )
 
 // ProposalTTL is how long a proposal waits for its confirmation.
@@ -99,7 +105,7 @@ type ProposalInsert struct {
 	Now         time.Time
 }
 
-const proposalCols = `id, goal_id, agent_id, kind, params, diff, effects, goal_version, need, state,
+const proposalCols = `id, coalesce(goal_id, ''), agent_id, kind, params, diff, effects, goal_version, need, state,
 	proposed_by, surface, decided_by, decided_at, reason, coalesce(successor_id, 0),
 	coalesce(applied_version, 0), expires_at, created_at`
 
@@ -143,12 +149,59 @@ func InsertProposal(ctx context.Context, db DB, in ProposalInsert) (Proposal, er
 		                      proposed_by, surface, expires_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		RETURNING `+proposalCols,
-		in.GoalID, in.AgentID, in.Kind, in.Params, diff, effects, in.GoalVersion, string(in.Need),
+		nullIfEmpty(in.GoalID), in.AgentID, in.Kind, in.Params, diff, effects, in.GoalVersion, string(in.Need),
 		in.ProposedBy, in.Surface, in.Now.Add(ProposalTTL), in.Now))
 	if err != nil {
+		if in.Kind == ProposalGoalDone && errors.Is(mapErr(err), ErrConflict) {
+			return Proposal{}, Errorf(ErrConflict, "kind", "a proposal to finish goal %s already awaits confirmation", in.GoalID)
+		}
 		return Proposal{}, fmt.Errorf("insert proposal: %w", mapErr(err))
 	}
 	return p, nil
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// ListDefaultsProposals lists the proposals to change the machine defaults, newest first.
+func ListDefaultsProposals(ctx context.Context, db DB, state string, limit int) ([]Proposal, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 50
+	}
+	rows, err := db.Query(ctx, `SELECT `+proposalCols+` FROM proposal
+		WHERE goal_id IS NULL AND kind = 'defaults.set' AND ($1 = '' OR state = $1) ORDER BY id DESC LIMIT $2`, state, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list defaults proposals: %w", mapErr(err))
+	}
+	return collect(rows, "list defaults proposals", scanProposal)
+}
+
+// SetProposalSuccessor records that a stale proposal was replaced by successor.
+func SetProposalSuccessor(ctx context.Context, db DB, id, successor int64) (Proposal, error) {
+	p, err := scanProposal(db.QueryRow(ctx, `UPDATE proposal SET successor_id = $2 WHERE id = $1 AND state = 'stale'
+		RETURNING `+proposalCols, id, successor))
+	if err != nil {
+		return Proposal{}, fmt.Errorf("record successor: %w", mapErr(err))
+	}
+	return p, nil
+}
+
+// ReadyDoneProposal returns the goal's proposal to finish it that awaits confirmation, if
+// any (found false otherwise).
+func ReadyDoneProposal(ctx context.Context, db DB, goalID string) (Proposal, bool, error) {
+	p, err := scanProposal(db.QueryRow(ctx, `SELECT `+proposalCols+` FROM proposal
+		WHERE goal_id = $1 AND kind = 'goal.done' AND state = 'preview_ready'`, goalID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Proposal{}, false, nil
+	}
+	if err != nil {
+		return Proposal{}, false, fmt.Errorf("read done proposal: %w", mapErr(err))
+	}
+	return p, true, nil
 }
 
 // GetProposal reads one proposal; ErrNotFound naming proposal_id when there is none.
@@ -232,13 +285,19 @@ func LockGoal(ctx context.Context, tx *Tx, id string) (Goal, error) {
 // CheckGoal validates every field of a goal as it would be stored, naming the field at fault.
 func CheckGoal(g Goal) error { return checkGoal(g) }
 
-// WriteGoal stores every field of g (read with LockGoal in tx), bumping its version.
+// WriteGoal stores every field of g (read with LockGoal in tx), bumping its version. A
+// capability the goal no longer grants is taken from its agents too.
 func WriteGoal(ctx context.Context, tx *Tx, g Goal, now time.Time) (Goal, error) {
 	if err := checkGoal(g); err != nil {
 		return Goal{}, err
 	}
 	if g.Status == GoalDone {
 		return Goal{}, Errorf(ErrRefused, "status", "goal %q is done; it cannot change", g.ID)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE agent SET capabilities = ARRAY(
+			SELECT c FROM unnest(capabilities) WITH ORDINALITY AS u(c, n) WHERE c = ANY ($2) ORDER BY n)
+		WHERE goal_id = $1 AND NOT capabilities <@ $2`, g.ID, nonNil(g.Capabilities)); err != nil {
+		return Goal{}, fmt.Errorf("withdraw capabilities: %w", mapErr(err))
 	}
 	return writeGoal(ctx, tx, g, now)
 }
@@ -258,6 +317,8 @@ type AgentSettings struct {
 	RunnerConfig json.RawMessage `json:"runner_config"`
 	WorkMode     string          `json:"work_mode"`
 	IsDefault    bool            `json:"is_default"`
+	// Capabilities granted to the agent; each must be one the goal grants.
+	Capabilities []string `json:"capabilities"`
 }
 
 // CheckAgentSettings validates agent settings, naming the field at fault.
@@ -269,6 +330,9 @@ func CheckAgentSettings(a AgentSettings) error {
 		return err
 	}
 	if err := checkJSONObject("runner_config", a.RunnerConfig); err != nil {
+		return err
+	}
+	if err := CheckCapabilities("capabilities", a.Capabilities); err != nil {
 		return err
 	}
 	return checkNoSecretValues(a.Runner, a.RunnerConfig)
@@ -323,8 +387,8 @@ func SetAgentSettings(ctx context.Context, tx *Tx, goalID, agentID string, a Age
 		}
 	}
 	out, err := scanAgent(tx.QueryRow(ctx, `
-		UPDATE agent SET runner = $3, runner_config = $4, work_mode = $5, is_default = $6
-		WHERE goal_id = $1 AND id = $2 RETURNING `+agentCols, goalID, agentID, a.Runner, cfg, a.WorkMode, a.IsDefault))
+		UPDATE agent SET runner = $3, runner_config = $4, work_mode = $5, is_default = $6, capabilities = $7
+		WHERE goal_id = $1 AND id = $2 RETURNING `+agentCols, goalID, agentID, a.Runner, cfg, a.WorkMode, a.IsDefault, nonNil(a.Capabilities)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Agent{}, Errorf(ErrNotFound, "agent_id", "no agent %q on goal %q", agentID, goalID)
 	}

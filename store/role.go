@@ -74,10 +74,7 @@ func ListGoalsVisibleTo(ctx context.Context, db DB, who Person) ([]GoalAs, error
 
 func scanGoalAs(row pgx.Row) (GoalAs, error) {
 	var g GoalAs
-	err := row.Scan(&g.ID, &g.Title, &g.Objective, &g.Owners, &g.Members, &g.Status, &g.WindowHours,
-		&g.AllowedSlots, &g.HeartbeatSpec, &g.HeartbeatTZ, &g.ReportSpec, &g.ReportTZ, &g.Lang,
-		&g.StallTurns, &g.BreakerFailures, &g.ProgressCard, &g.QuietDigests, &g.Version, &g.CreatedAt,
-		&g.UpdatedAt, &g.Role)
+	err := row.Scan(append(goalDests(&g.Goal), &g.Role)...)
 	return g, err
 }
 

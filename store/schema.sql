@@ -44,7 +44,7 @@ BEGIN
     END IF;
     SELECT * INTO g FROM goal WHERE id = NEW.goal_id;
     INSERT INTO schedule (goal_id, kind, agent_id, spec, tz, enabled)
-    VALUES (NEW.goal_id, 'heartbeat', NEW.id, g.heartbeat_spec, g.heartbeat_tz, g.heartbeat_spec <> '')
+    VALUES (NEW.goal_id, 'heartbeat', NEW.id, g.heartbeat_spec, g.heartbeat_tz, g.heartbeat_spec <> '' AND g.status <> 'done')
     ON CONFLICT (goal_id, kind, agent_id) DO UPDATE
        SET spec = EXCLUDED.spec, tz = EXCLUDED.tz, enabled = EXCLUDED.enabled,
            held = false, rearm = true, updated_at = now();
@@ -68,10 +68,10 @@ BEGIN
     END IF;
     -- A changed spec, zone, status or budget is an explicit resume: clear the hold.
     UPDATE schedule SET spec = NEW.heartbeat_spec, tz = NEW.heartbeat_tz,
-           enabled = NEW.heartbeat_spec <> '', held = false, rearm = true, updated_at = now()
+           enabled = NEW.heartbeat_spec <> '' AND NEW.status <> 'done', held = false, rearm = true, updated_at = now()
      WHERE goal_id = NEW.id AND kind = 'heartbeat';
     INSERT INTO schedule (goal_id, kind, agent_id, spec, tz, enabled)
-    VALUES (NEW.id, 'report', '', NEW.report_spec, NEW.report_tz, NEW.report_spec <> '')
+    VALUES (NEW.id, 'report', '', NEW.report_spec, NEW.report_tz, NEW.report_spec <> '' AND NEW.status <> 'done')
     ON CONFLICT (goal_id, kind, agent_id) DO UPDATE
        SET spec = EXCLUDED.spec, tz = EXCLUDED.tz, enabled = EXCLUDED.enabled,
            held = false, rearm = true, updated_at = now();
@@ -201,6 +201,8 @@ CREATE TABLE public.agent (
     held_by text DEFAULT ''::text NOT NULL,
     held_failures integer DEFAULT 0 NOT NULL,
     resumed_at timestamp with time zone,
+    capabilities text[] DEFAULT '{}'::text[] NOT NULL,
+    replan_acked bigint DEFAULT 0 NOT NULL,
     CONSTRAINT agent_held_reason_check CHECK ((held_reason = ANY (ARRAY[''::text, 'failures'::text, 'owner'::text]))),
     CONSTRAINT agent_id_check CHECK ((id ~ '^[a-z0-9][a-z0-9._-]{0,62}$'::text)),
     CONSTRAINT agent_runner_check CHECK ((runner = ANY (ARRAY['exec'::text, 'webhook'::text, 'poll'::text]))),
@@ -294,6 +296,26 @@ CREATE TABLE public.chat_setting (
     CONSTRAINT chat_setting_lang_check CHECK ((lang = ANY (ARRAY['en'::text, 'zh'::text])))
 );
 
+CREATE TABLE public.criterion_waiver (
+    id bigint NOT NULL,
+    goal_id text NOT NULL,
+    todo_id bigint,
+    criterion text NOT NULL,
+    reason text DEFAULT ''::text NOT NULL,
+    waived_by text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT criterion_waiver_reason_check CHECK ((length(reason) <= 2000))
+);
+
+CREATE SEQUENCE public.criterion_waiver_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.criterion_waiver_id_seq OWNED BY public.criterion_waiver.id;
+
 CREATE TABLE public.digest (
     id bigint NOT NULL,
     goal_id text NOT NULL,
@@ -327,6 +349,7 @@ CREATE TABLE public.evidence (
     summary text NOT NULL,
     ref text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    criteria text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT evidence_kind_check CHECK ((kind = ANY (ARRAY['link'::text, 'command'::text, 'note'::text, 'artifact'::text]))),
     CONSTRAINT evidence_ref_check CHECK ((length(ref) <= 2000)),
     CONSTRAINT evidence_summary_check CHECK (((length(summary) >= 1) AND (length(summary) <= 12000)))
@@ -412,16 +435,54 @@ CREATE TABLE public.goal (
     breaker_failures integer,
     progress_card boolean,
     quiet_digests boolean,
+    overrides text[] DEFAULT '{}'::text[] NOT NULL,
+    reminder_minutes integer[],
+    reminder_escalate_after integer,
+    scope_editable text[] DEFAULT '{}'::text[] NOT NULL,
+    scope_protected text[] DEFAULT '{}'::text[] NOT NULL,
+    scope_notes text DEFAULT ''::text NOT NULL,
+    capabilities text[] DEFAULT '{}'::text[] NOT NULL,
+    criteria jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT goal_allowed_slots_check CHECK ((allowed_slots >= 0)),
     CONSTRAINT goal_breaker_failures_check CHECK (((breaker_failures >= 0) AND (breaker_failures <= 100))),
+    CONSTRAINT goal_criteria_check CHECK ((jsonb_typeof(criteria) = 'array'::text)),
     CONSTRAINT goal_id_check CHECK ((id ~ '^[a-z0-9][a-z0-9._-]{0,62}$'::text)),
     CONSTRAINT goal_lang_check CHECK ((lang = ANY (ARRAY['en'::text, 'zh'::text]))),
     CONSTRAINT goal_objective_check CHECK ((length(objective) <= 12000)),
+    CONSTRAINT goal_reminder_escalate_after_check CHECK (((reminder_escalate_after >= 1) AND (reminder_escalate_after <= 100))),
+    CONSTRAINT goal_reminder_minutes_check CHECK (((cardinality(reminder_minutes) >= 1) AND (cardinality(reminder_minutes) <= 10))),
+    CONSTRAINT goal_scope_notes_check CHECK ((length(scope_notes) <= 4000)),
     CONSTRAINT goal_stall_turns_check CHECK ((stall_turns >= 0)),
     CONSTRAINT goal_status_check CHECK ((status = ANY (ARRAY['active'::text, 'stopped'::text, 'done'::text]))),
     CONSTRAINT goal_title_check CHECK ((length(title) <= 200)),
     CONSTRAINT goal_window_hours_check CHECK (((window_hours >= 1) AND (window_hours <= 720)))
 );
+
+CREATE TABLE public.goal_decision (
+    id bigint NOT NULL,
+    goal_id text NOT NULL,
+    kind text NOT NULL,
+    proposal_id bigint,
+    goal_version bigint NOT NULL,
+    before text DEFAULT ''::text NOT NULL,
+    after text DEFAULT ''::text NOT NULL,
+    reason text DEFAULT ''::text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    proposed_by text NOT NULL,
+    decided_by text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT goal_decision_kind_check CHECK ((kind = ANY (ARRAY['replan'::text, 'done'::text, 'reopen'::text]))),
+    CONSTRAINT goal_decision_reason_check CHECK ((length(reason) <= 2000))
+);
+
+CREATE SEQUENCE public.goal_decision_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.goal_decision_id_seq OWNED BY public.goal_decision.id;
 
 CREATE TABLE public.goose_db_version (
     id integer NOT NULL,
@@ -438,6 +499,38 @@ ALTER TABLE public.goose_db_version ALTER COLUMN id ADD GENERATED BY DEFAULT AS 
     NO MAXVALUE
     CACHE 1
 );
+
+CREATE TABLE public.handoff (
+    id bigint NOT NULL,
+    goal_id text NOT NULL,
+    todo_id bigint,
+    turn_id bigint,
+    from_agent text DEFAULT ''::text NOT NULL,
+    to_agent text NOT NULL,
+    kind text NOT NULL,
+    done text DEFAULT ''::text NOT NULL,
+    next text DEFAULT ''::text NOT NULL,
+    questions text DEFAULT ''::text NOT NULL,
+    evidence_ids bigint[] DEFAULT '{}'::bigint[] NOT NULL,
+    gate_id bigint,
+    created_by text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    acked_at timestamp with time zone,
+    acked_by text DEFAULT ''::text NOT NULL,
+    CONSTRAINT handoff_done_check CHECK ((length(done) <= 4000)),
+    CONSTRAINT handoff_kind_check CHECK ((kind = ANY (ARRAY['resume'::text, 'review'::text, 'verify'::text, 'answer_gate'::text]))),
+    CONSTRAINT handoff_next_check CHECK ((length(next) <= 4000)),
+    CONSTRAINT handoff_questions_check CHECK ((length(questions) <= 4000))
+);
+
+CREATE SEQUENCE public.handoff_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.handoff_id_seq OWNED BY public.handoff.id;
 
 CREATE TABLE public.hint_state (
     goal_id text NOT NULL,
@@ -486,6 +579,36 @@ CREATE TABLE public.lark_event (
     received_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.machine_defaults (
+    id boolean DEFAULT true NOT NULL,
+    window_hours integer DEFAULT 24 NOT NULL,
+    allowed_slots integer DEFAULT 24 NOT NULL,
+    stall_turns integer DEFAULT 3 NOT NULL,
+    heartbeat_spec text DEFAULT ''::text NOT NULL,
+    heartbeat_tz text DEFAULT 'UTC'::text NOT NULL,
+    report_spec text DEFAULT ''::text NOT NULL,
+    report_tz text DEFAULT 'UTC'::text NOT NULL,
+    lang text DEFAULT 'en'::text NOT NULL,
+    reminder_minutes integer[] DEFAULT '{30,60,120}'::integer[] NOT NULL,
+    reminder_escalate_after integer DEFAULT 3 NOT NULL,
+    permission_timeout_seconds integer DEFAULT 600 NOT NULL,
+    breaker_failures integer DEFAULT 3 NOT NULL,
+    progress_card boolean DEFAULT true NOT NULL,
+    quiet_digests boolean DEFAULT true NOT NULL,
+    version bigint DEFAULT 1 NOT NULL,
+    updated_by text DEFAULT ''::text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT machine_defaults_allowed_slots_check CHECK (((allowed_slots >= 0) AND (allowed_slots <= 100000))),
+    CONSTRAINT machine_defaults_breaker_failures_check CHECK (((breaker_failures >= 0) AND (breaker_failures <= 100))),
+    CONSTRAINT machine_defaults_id_check CHECK (id),
+    CONSTRAINT machine_defaults_lang_check CHECK ((lang = ANY (ARRAY['en'::text, 'zh'::text]))),
+    CONSTRAINT machine_defaults_permission_timeout_seconds_check CHECK (((permission_timeout_seconds >= 10) AND (permission_timeout_seconds <= 86400))),
+    CONSTRAINT machine_defaults_reminder_escalate_after_check CHECK (((reminder_escalate_after >= 1) AND (reminder_escalate_after <= 100))),
+    CONSTRAINT machine_defaults_reminder_minutes_check CHECK (((cardinality(reminder_minutes) >= 1) AND (cardinality(reminder_minutes) <= 10))),
+    CONSTRAINT machine_defaults_stall_turns_check CHECK (((stall_turns >= 0) AND (stall_turns <= 100))),
+    CONSTRAINT machine_defaults_window_hours_check CHECK (((window_hours >= 1) AND (window_hours <= 720)))
+);
+
 CREATE TABLE public.outbox (
     id bigint NOT NULL,
     uuid text NOT NULL,
@@ -532,12 +655,13 @@ CREATE TABLE public.permission_policy (
     allow_tools text[] DEFAULT '{}'::text[] NOT NULL,
     deny_tools text[] DEFAULT '{}'::text[] NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    timeout_set boolean DEFAULT true NOT NULL,
     CONSTRAINT permission_policy_timeout_seconds_check CHECK (((timeout_seconds >= 10) AND (timeout_seconds <= 86400)))
 );
 
 CREATE TABLE public.proposal (
     id bigint NOT NULL,
-    goal_id text NOT NULL,
+    goal_id text,
     agent_id text DEFAULT ''::text NOT NULL,
     kind text NOT NULL,
     params jsonb NOT NULL,
@@ -555,7 +679,8 @@ CREATE TABLE public.proposal (
     applied_version bigint,
     expires_at timestamp with time zone NOT NULL,
     created_at timestamp with time zone NOT NULL,
-    CONSTRAINT proposal_kind_check CHECK ((kind = ANY (ARRAY['goal.set'::text, 'goal.pause'::text, 'goal.resume'::text, 'agent.set'::text]))),
+    CONSTRAINT proposal_goal_check CHECK (((kind = 'defaults.set'::text) = (goal_id IS NULL))),
+    CONSTRAINT proposal_kind_check CHECK ((kind = ANY (ARRAY['goal.set'::text, 'goal.pause'::text, 'goal.resume'::text, 'agent.set'::text, 'goal.done'::text, 'goal.reopen'::text, 'goal.replan'::text, 'defaults.set'::text]))),
     CONSTRAINT proposal_need_check CHECK ((need = ANY (ARRAY['owner'::text, 'admin'::text]))),
     CONSTRAINT proposal_state_check CHECK ((state = ANY (ARRAY['preview_ready'::text, 'applied'::text, 'stale'::text, 'cancelled'::text, 'expired'::text, 'refused'::text])))
 );
@@ -715,6 +840,9 @@ CREATE TABLE public.todo (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     done_at timestamp with time zone,
+    criteria jsonb DEFAULT '[]'::jsonb NOT NULL,
+    requires text[] DEFAULT '{}'::text[] NOT NULL,
+    CONSTRAINT todo_criteria_check CHECK ((jsonb_typeof(criteria) = 'array'::text)),
     CONSTRAINT todo_priority_check CHECK (((priority >= 0) AND (priority <= 4))),
     CONSTRAINT todo_role_check CHECK ((role = ANY (ARRAY['agent'::text, 'user'::text]))),
     CONSTRAINT todo_status_check CHECK ((status = ANY (ARRAY['open'::text, 'blocked'::text, 'done'::text, 'cancelled'::text]))),
@@ -847,11 +975,17 @@ ALTER TABLE ONLY public.attachment ALTER COLUMN id SET DEFAULT nextval('public.a
 
 ALTER TABLE ONLY public.audit ALTER COLUMN id SET DEFAULT nextval('public.audit_id_seq'::regclass);
 
+ALTER TABLE ONLY public.criterion_waiver ALTER COLUMN id SET DEFAULT nextval('public.criterion_waiver_id_seq'::regclass);
+
 ALTER TABLE ONLY public.digest ALTER COLUMN id SET DEFAULT nextval('public.digest_id_seq'::regclass);
 
 ALTER TABLE ONLY public.evidence ALTER COLUMN id SET DEFAULT nextval('public.evidence_id_seq'::regclass);
 
 ALTER TABLE ONLY public.gate ALTER COLUMN id SET DEFAULT nextval('public.gate_id_seq'::regclass);
+
+ALTER TABLE ONLY public.goal_decision ALTER COLUMN id SET DEFAULT nextval('public.goal_decision_id_seq'::regclass);
+
+ALTER TABLE ONLY public.handoff ALTER COLUMN id SET DEFAULT nextval('public.handoff_id_seq'::regclass);
 
 ALTER TABLE ONLY public.inbox_item ALTER COLUMN id SET DEFAULT nextval('public.inbox_item_id_seq'::regclass);
 
@@ -893,6 +1027,9 @@ ALTER TABLE ONLY public.binding
 ALTER TABLE ONLY public.chat_setting
     ADD CONSTRAINT chat_setting_pkey PRIMARY KEY (chat_id);
 
+ALTER TABLE ONLY public.criterion_waiver
+    ADD CONSTRAINT criterion_waiver_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.digest
     ADD CONSTRAINT digest_goal_id_window_end_key UNIQUE (goal_id, window_end);
 
@@ -911,11 +1048,17 @@ ALTER TABLE ONLY public.file_chunk
 ALTER TABLE ONLY public.gate
     ADD CONSTRAINT gate_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.goal_decision
+    ADD CONSTRAINT goal_decision_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.goal
     ADD CONSTRAINT goal_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.goose_db_version
     ADD CONSTRAINT goose_db_version_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.handoff
+    ADD CONSTRAINT handoff_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.hint_state
     ADD CONSTRAINT hint_state_pkey PRIMARY KEY (goal_id, agent_id);
@@ -925,6 +1068,9 @@ ALTER TABLE ONLY public.inbox_item
 
 ALTER TABLE ONLY public.lark_event
     ADD CONSTRAINT lark_event_pkey PRIMARY KEY (event_id);
+
+ALTER TABLE ONLY public.machine_defaults
+    ADD CONSTRAINT machine_defaults_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.outbox
     ADD CONSTRAINT outbox_dedupe_key_key UNIQUE (dedupe_key);
@@ -1026,6 +1172,10 @@ CREATE INDEX binding_goal ON public.binding USING btree (goal_id);
 
 CREATE INDEX chat_setting_by ON public.chat_setting USING btree (updated_by, updated_at DESC);
 
+CREATE UNIQUE INDEX criterion_waiver_once ON public.criterion_waiver USING btree (goal_id, COALESCE(todo_id, (0)::bigint), criterion);
+
+CREATE INDEX evidence_criteria ON public.evidence USING btree (goal_id, todo_id) WHERE (cardinality(criteria) > 0);
+
 CREATE INDEX evidence_goal ON public.evidence USING btree (goal_id, id);
 
 CREATE INDEX evidence_turn ON public.evidence USING btree (turn_id) WHERE (turn_id IS NOT NULL);
@@ -1035,6 +1185,14 @@ CREATE UNIQUE INDEX gate_one_open_stall ON public.gate USING btree (goal_id) WHE
 CREATE INDEX gate_open ON public.gate USING btree (goal_id) WHERE (status = 'open'::text);
 
 CREATE INDEX gate_permission_turn ON public.gate USING btree (goal_id, agent_id, ((request ->> 'turn'::text)), ((request ->> 'tool'::text))) WHERE ((kind = 'permission'::text) AND (answer = 'allow_turn'::text));
+
+CREATE INDEX goal_decision_goal ON public.goal_decision USING btree (goal_id, id);
+
+CREATE INDEX handoff_pending ON public.handoff USING btree (goal_id, to_agent, id) WHERE (acked_at IS NULL);
+
+CREATE INDEX handoff_todo ON public.handoff USING btree (todo_id, id);
+
+CREATE INDEX handoff_turn ON public.handoff USING btree (turn_id) WHERE (turn_id IS NOT NULL);
 
 CREATE INDEX inbox_item_age ON public.inbox_item USING brin (created_at);
 
@@ -1063,6 +1221,8 @@ CREATE INDEX outbox_reaction_due ON public.outbox USING btree (next_attempt_at, 
 CREATE INDEX outbox_update_of ON public.outbox USING btree (update_of) WHERE (update_of IS NOT NULL);
 
 CREATE INDEX proposal_goal ON public.proposal USING btree (goal_id, id);
+
+CREATE UNIQUE INDEX proposal_one_ready_done ON public.proposal USING btree (goal_id) WHERE ((kind = 'goal.done'::text) AND (state = 'preview_ready'::text));
 
 CREATE INDEX proposal_ready ON public.proposal USING btree (goal_id, id) WHERE (state = 'preview_ready'::text);
 
@@ -1170,6 +1330,12 @@ ALTER TABLE ONLY public.attachment
 ALTER TABLE ONLY public.binding
     ADD CONSTRAINT binding_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
 
+ALTER TABLE ONLY public.criterion_waiver
+    ADD CONSTRAINT criterion_waiver_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.criterion_waiver
+    ADD CONSTRAINT criterion_waiver_todo_id_fkey FOREIGN KEY (todo_id) REFERENCES public.todo(id) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.digest
     ADD CONSTRAINT digest_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
 
@@ -1190,6 +1356,24 @@ ALTER TABLE ONLY public.gate
 
 ALTER TABLE ONLY public.gate
     ADD CONSTRAINT gate_todo_id_fkey FOREIGN KEY (todo_id) REFERENCES public.todo(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.goal_decision
+    ADD CONSTRAINT goal_decision_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.goal_decision
+    ADD CONSTRAINT goal_decision_proposal_id_fkey FOREIGN KEY (proposal_id) REFERENCES public.proposal(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.handoff
+    ADD CONSTRAINT handoff_gate_id_fkey FOREIGN KEY (gate_id) REFERENCES public.gate(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.handoff
+    ADD CONSTRAINT handoff_goal_id_fkey FOREIGN KEY (goal_id) REFERENCES public.goal(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.handoff
+    ADD CONSTRAINT handoff_todo_id_fkey FOREIGN KEY (todo_id) REFERENCES public.todo(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.handoff
+    ADD CONSTRAINT handoff_turn_id_fkey FOREIGN KEY (turn_id) REFERENCES public.turn(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.hint_state
     ADD CONSTRAINT hint_state_goal_id_agent_id_fkey FOREIGN KEY (goal_id, agent_id) REFERENCES public.agent(goal_id, id) ON DELETE CASCADE;

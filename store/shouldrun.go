@@ -47,6 +47,20 @@ type ShouldRunSnapshot struct {
 	HintStep     int
 	// NextAction is the next action of the agent's latest refresh-state, "" when none.
 	NextAction string
+	// CapabilityBlocked counts the open agent todos the agent could take but for a capability
+	// it lacks (they are not in Runnable).
+	CapabilityBlocked int
+	// OpenTodos counts the goal's open and blocked todos (agents' and people's); AnyTodos says
+	// whether it has any at all. With GoalCriteriaMet they tell whether the work is complete.
+	OpenTodos int
+	AnyTodos  bool
+	// GoalCriteriaMet lists the goal criteria met (named by evidence, or waived).
+	GoalCriteriaMet []string
+	// Continuations are the handoffs to this agent it has not acknowledged, oldest first (at
+	// most 5).
+	Continuations []Handoff
+	// Replan is the newest replan of the goal this agent has not acknowledged, nil when none.
+	Replan *GoalDecision
 }
 
 // shouldRunSnapshotSQL reads everything should-run needs in one statement. $1 goal, $2 agent,
@@ -60,6 +74,9 @@ WITH g AS (
 	  AND q.created_at > $3::timestamptz - make_interval(hours => g.window_hours) AND q.created_at <= $3::timestamptz
 ), spent AS (
 	SELECT coalesce(sum(slots), 0)::int AS n FROM spends
+), me AS (
+	SELECT coalesce((SELECT capabilities FROM agent WHERE goal_id = $1 AND id = $2), '{}') AS caps,
+	       coalesce((SELECT replan_acked FROM agent WHERE goal_id = $1 AND id = $2), 0) AS replan_acked
 ), stall_mark AS (
 	SELECT coalesce(max(answered_at), '-infinity'::timestamptz) AS at FROM gate
 	WHERE goal_id = $1 AND agent_id = $2 AND kind = 'stall' AND status <> 'open'
@@ -68,7 +85,8 @@ SELECT
 	(SELECT row_to_json(g) FROM g),
 	(SELECT json_build_object('goal_id', goal_id, 'agent_id', id, 'runner', runner, 'runner_config', runner_config,
 	        'work_mode', work_mode, 'is_default', is_default, 'created_at', created_at,
-	        'held_at', held_at, 'held_reason', held_reason, 'held_by', held_by, 'held_failures', held_failures)
+	        'held_at', held_at, 'held_reason', held_reason, 'held_by', held_by, 'held_failures', held_failures,
+	        'capabilities', capabilities, 'replan_acked', replan_acked)
 	   FROM agent WHERE goal_id = $1 AND id = $2),
 	(SELECT json_build_object('turn_id', id, 'goal_id', goal_id, 'agent_id', agent_id, 'turn_instance_id', instance_id,
 	        'session_id', session_id, 'todo_id', coalesce(todo_id, 0), 'action', action, 'state', state,
@@ -86,10 +104,15 @@ SELECT
 	(SELECT coalesce(json_agg(json_build_object('todo_id', id, 'goal_id', goal_id, 'role', role, 'text', text,
 	        'priority', priority, 'status', status, 'claimed_by', coalesce(claimed_by, ''), 'claimed_at', claimed_at,
 	        'lease_expires_at', lease_expires_at, 'created_by', created_by, 'version', version,
-	        'created_at', created_at, 'updated_at', updated_at) ORDER BY priority, id), '[]')
+	        'created_at', created_at, 'updated_at', updated_at, 'criteria', criteria, 'requires', requires,
+	        'criteria_met', CASE WHEN jsonb_array_length(criteria) > 0 THEN (SELECT coalesce(array_agg(DISTINCT m.c), '{}') FROM (
+	            SELECT unnest(e.criteria) c FROM evidence e WHERE e.goal_id = $1 AND e.todo_id = t.id AND cardinality(e.criteria) > 0
+	            UNION SELECT w.criterion FROM criterion_waiver w WHERE w.goal_id = $1 AND w.todo_id = t.id) m) END)
+	        ORDER BY priority, id), '[]')
 	   FROM (SELECT * FROM todo
 	         WHERE goal_id = $1 AND status = 'open' AND role = 'agent'
 	           AND (claimed_by IS NULL OR claimed_by = $2 OR lease_expires_at <= $3::timestamptz)
+	           AND requires <@ (SELECT caps FROM me)
 	         ORDER BY priority, id LIMIT 5) t),
 	(SELECT coalesce(array_agg(DISTINCT gt.id), '{}') FROM gate gt JOIN todo t ON t.id = gt.todo_id
 	   WHERE gt.goal_id = $1 AND gt.status = 'open' AND t.status = 'blocked' AND t.role = 'agent'
@@ -106,6 +129,25 @@ SELECT
 	hs.step,
 	(SELECT detail->>'next_action' FROM quota_ledger
 	   WHERE goal_id = $1 AND agent_id = $2 AND kind = 'state_refreshed' ORDER BY id DESC LIMIT 1),
+	(SELECT count(*)::int FROM todo
+	   WHERE goal_id = $1 AND status = 'open' AND role = 'agent' AND cardinality(requires) > 0
+	     AND (claimed_by IS NULL OR claimed_by = $2 OR lease_expires_at <= $3::timestamptz)
+	     AND NOT requires <@ (SELECT caps FROM me)),
+	(SELECT count(*)::int FROM todo WHERE goal_id = $1 AND status IN ('open', 'blocked')),
+	EXISTS (SELECT 1 FROM todo WHERE goal_id = $1),
+	(SELECT coalesce(array_agg(DISTINCT m.c), '{}') FROM (
+	    SELECT unnest(e.criteria) c FROM evidence e, g
+	     WHERE e.goal_id = $1 AND cardinality(e.criteria) > 0 AND jsonb_array_length(g.criteria) > 0
+	    UNION SELECT w.criterion FROM criterion_waiver w WHERE w.goal_id = $1 AND w.todo_id IS NULL) m),
+	(SELECT coalesce(json_agg(h ORDER BY h.handoff_id), '[]') FROM (
+	    SELECT id AS handoff_id, goal_id, coalesce(todo_id, 0) AS todo_id, coalesce(turn_id, 0) AS turn_id, from_agent,
+	           to_agent, kind, done, next, questions, evidence_ids, coalesce(gate_id, 0) AS gate_id, created_by, created_at
+	      FROM handoff WHERE goal_id = $1 AND to_agent = $2 AND acked_at IS NULL ORDER BY id LIMIT 5) h),
+	(SELECT row_to_json(d) FROM (
+	    SELECT id AS decision_id, goal_id, kind, coalesce(proposal_id, 0) AS proposal_id, goal_version, before, after,
+	           reason, detail, proposed_by, decided_by, created_at
+	      FROM goal_decision WHERE goal_id = $1 AND kind = 'replan' AND id > (SELECT replan_acked FROM me)
+	     ORDER BY id DESC LIMIT 1) d),
 	rc.request_hash,
 	rc.body
 FROM (SELECT 1) one
@@ -128,11 +170,13 @@ func scanShouldRunSnapshot(row pgx.Row, receiptKey string, hash []byte) (ShouldR
 		hintIdentity, nextAction      *string
 		hintStep                      *int
 		rcHash, rcBody                []byte
+		handoffsJSON, replanJSON      []byte
 	)
 	err := row.Scan(
 		&goalJSON, &agentJSON, &liveJSON, &snap.SpentSlots, &snap.FreeingSpendAt, &gatesJSON, &todosJSON,
 		&snap.BlockedGates, &snap.InboxPending, &snap.InboxSteer, &snap.RecentProgress,
-		&hintIdentity, &hintStep, &nextAction, &rcHash, &rcBody)
+		&hintIdentity, &hintStep, &nextAction, &snap.CapabilityBlocked, &snap.OpenTodos, &snap.AnyTodos,
+		&snap.GoalCriteriaMet, &handoffsJSON, &replanJSON, &rcHash, &rcBody)
 	if err != nil {
 		return ShouldRunSnapshot{}, nil, fmt.Errorf("read should-run snapshot: %w", mapErr(err))
 	}
@@ -165,6 +209,15 @@ func scanShouldRunSnapshot(row pgx.Row, receiptKey string, hash []byte) (ShouldR
 	}
 	if err := json.Unmarshal(todosJSON, &snap.Runnable); err != nil {
 		return ShouldRunSnapshot{}, nil, fmt.Errorf("decode todos: %w", err)
+	}
+	if err := json.Unmarshal(handoffsJSON, &snap.Continuations); err != nil {
+		return ShouldRunSnapshot{}, nil, fmt.Errorf("decode continuations: %w", err)
+	}
+	if replanJSON != nil {
+		snap.Replan = new(GoalDecision)
+		if err := json.Unmarshal(replanJSON, snap.Replan); err != nil {
+			return ShouldRunSnapshot{}, nil, fmt.Errorf("decode replan: %w", err)
+		}
 	}
 	if hintIdentity != nil {
 		snap.HintIdentity = *hintIdentity

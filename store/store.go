@@ -20,8 +20,6 @@ type Store struct {
 	// txPooling: the database is reached through a pooler in transaction mode (PgBouncer),
 	// where LISTEN does not work: Listen polls instead.
 	txPooling bool
-	// defaults are the machine defaults of goal settings a goal leaves unset.
-	defaults GoalDefaults
 	// blobs is where file contents live (PostgreSQL unless an S3-compatible store is set).
 	blobs BlobStore
 	// maxFile caps one file's size in bytes.
@@ -39,8 +37,6 @@ type Options struct {
 	// TransactionPooling says the database is reached through a pooler in transaction mode
 	// (see DetectTransactionPooling): Listen then polls instead of LISTENing.
 	TransactionPooling bool
-	// GoalDefaults are the machine defaults of goal settings; zero value: DefaultGoalDefaults.
-	GoalDefaults *GoalDefaults
 	// Blobs holds file contents; nil: PostgreSQL (file_chunk).
 	Blobs BlobStore
 	// MaxFileBytes caps one file; 0: DefaultMaxFileBytes.
@@ -57,15 +53,11 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	if keys == nil {
 		keys = NewRandomKeyring()
 	}
-	defaults := DefaultGoalDefaults()
-	if opts.GoalDefaults != nil {
-		defaults = *opts.GoalDefaults
-	}
 	maxFile := opts.MaxFileBytes
 	if maxFile <= 0 {
 		maxFile = DefaultMaxFileBytes
 	}
-	st := &Store{pool: pool, now: now, keys: keys, txPooling: opts.TransactionPooling, defaults: defaults, maxFile: maxFile}
+	st := &Store{pool: pool, now: now, keys: keys, txPooling: opts.TransactionPooling, maxFile: maxFile}
 	st.blobs = opts.Blobs
 	if st.blobs == nil {
 		st.blobs = pgBlobs{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,13 @@ type Todo struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
 	DoneAt         *time.Time `json:"done_at,omitempty"`
+	// Criteria must each be named by evidence on the todo (or waived by an owner) before it
+	// can be done; Requires are the capabilities an agent needs to claim it.
+	Criteria []Criterion `json:"criteria"`
+	Requires []string    `json:"requires"`
+	// CriteriaMet lists the ids of the criteria met so far (filled by the reads that say so:
+	// should-run, the todo's own read).
+	CriteriaMet []string `json:"criteria_met,omitempty"`
 }
 
 // AddTodoParams adds a todo.
@@ -44,6 +52,10 @@ type AddTodoParams struct {
 	Priority *int // 0..4; nil = 2
 	// ClaimFor claims the new todo for this registered agent at once ("" = unclaimed).
 	ClaimFor string
+	// Criteria (ids c1, c2, ... when not given) and the capabilities it requires (each one
+	// the goal grants).
+	Criteria []Criterion
+	Requires []string
 	Meta     Meta `json:"-"`
 }
 
@@ -64,7 +76,11 @@ type ClaimTodoParams struct {
 	AgentID  string
 	Transfer bool
 	Lease    time.Duration // 0 = no lease expiry
-	Meta     Meta          `json:"-"`
+	// Note and Next, with Transfer, record a handoff from the previous holder: what was done
+	// and what is next. A todo with evidence is transferred only with a note.
+	Note string
+	Next string
+	Meta Meta `json:"-"`
 }
 
 // UpdateTodoParams changes the fields that are non-nil. Version must equal the version the
@@ -79,16 +95,21 @@ type UpdateTodoParams struct {
 	Priority   *int
 	Status     *string // open | blocked | done | cancelled
 	ClearClaim bool
-	Meta       Meta `json:"-"`
+	// Criteria and Requires replace the todo's; only a person may change them (AgentID "").
+	Criteria *[]Criterion
+	Requires *[]string
+	Meta     Meta `json:"-"`
 }
 
 const todoCols = `id, goal_id, role, text, priority, status, coalesce(claimed_by, ''), claimed_at,
-	lease_expires_at, coalesce(blocked_by_gate, 0), created_by, version, created_at, updated_at, done_at`
+	lease_expires_at, coalesce(blocked_by_gate, 0), created_by, version, created_at, updated_at, done_at,
+	criteria, requires`
 
 func scanTodo(row pgx.Row) (Todo, error) {
 	var t Todo
 	err := row.Scan(&t.ID, &t.GoalID, &t.Role, &t.Text, &t.Priority, &t.Status, &t.ClaimedBy, &t.ClaimedAt,
-		&t.LeaseExpiresAt, &t.BlockedByGate, &t.CreatedBy, &t.Version, &t.CreatedAt, &t.UpdatedAt, &t.DoneAt)
+		&t.LeaseExpiresAt, &t.BlockedByGate, &t.CreatedBy, &t.Version, &t.CreatedAt, &t.UpdatedAt, &t.DoneAt,
+		&t.Criteria, &t.Requires)
 	return t, err
 }
 
@@ -116,22 +137,39 @@ func (s *Store) AddTodo(ctx context.Context, p AddTodoParams) (Todo, error) {
 			return Todo{}, Errorf(ErrInvalid, "claim_for", "a user todo is done by a person; agents cannot claim it")
 		}
 	}
+	criteria, err := NormalizeCriteria("criteria", "c", p.Criteria)
+	if err != nil {
+		return Todo{}, err
+	}
+	requires := nonNil(p.Requires)
+	if err := CheckCapabilities("requires", requires); err != nil {
+		return Todo{}, err
+	}
 	return Do(ctx, s, "todo.add", p.Meta, p, func(tx *Tx, now time.Time) (Todo, Audit, error) {
-		if _, err := getGoal(ctx, tx, p.GoalID, false); err != nil {
+		g, err := getGoal(ctx, tx, p.GoalID, false)
+		if err != nil {
+			return Todo{}, Audit{}, err
+		}
+		if err := checkGranted(g, requires); err != nil {
 			return Todo{}, Audit{}, err
 		}
 		var claimedBy, claimedAt any
 		if p.ClaimFor != "" {
-			if _, err := getAgent(ctx, tx, p.GoalID, p.ClaimFor); err != nil {
+			a, err := getAgent(ctx, tx, p.GoalID, p.ClaimFor)
+			if err != nil {
 				return Todo{}, Audit{}, err
+			}
+			if miss := Missing(requires, a.Capabilities); len(miss) > 0 {
+				return Todo{}, Audit{}, capabilityRefusal(p.GoalID, 0, a, requires, miss)
 			}
 			claimedBy, claimedAt = p.ClaimFor, now
 		}
 		t, err := scanTodo(tx.QueryRow(ctx, `
-			INSERT INTO todo (goal_id, role, text, priority, claimed_by, claimed_at, created_by, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+			INSERT INTO todo (goal_id, role, text, priority, claimed_by, claimed_at, created_by, created_at, updated_at,
+			                  criteria, requires)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10)
 			RETURNING `+todoCols,
-			p.GoalID, role, p.Text, prio, claimedBy, claimedAt, p.Meta.Actor, now))
+			p.GoalID, role, p.Text, prio, claimedBy, claimedAt, p.Meta.Actor, now, criteria, requires))
 		if err != nil {
 			return Todo{}, Audit{}, fmt.Errorf("insert todo: %w", mapErr(err))
 		}
@@ -196,8 +234,15 @@ func (s *Store) ClaimTodo(ctx context.Context, p ClaimTodoParams) (Todo, error) 
 	if p.Lease < 0 || p.Lease > 7*24*time.Hour {
 		return Todo{}, Errorf(ErrInvalid, "lease", "must be between 0 (no expiry) and 7 days")
 	}
+	if err := checkText("note", p.Note, 4000, false); err != nil {
+		return Todo{}, err
+	}
+	if err := checkText("next", p.Next, 4000, false); err != nil {
+		return Todo{}, err
+	}
 	return Do(ctx, s, "todo.claim", p.Meta, p, func(tx *Tx, now time.Time) (Todo, Audit, error) {
-		if _, err := getAgent(ctx, tx, p.GoalID, p.AgentID); err != nil {
+		a, err := getAgent(ctx, tx, p.GoalID, p.AgentID)
+		if err != nil {
 			return Todo{}, Audit{}, err
 		}
 		t, err := getTodo(ctx, tx, p.GoalID, p.TodoID, true)
@@ -216,6 +261,21 @@ func (s *Store) ClaimTodo(ctx context.Context, p ClaimTodoParams) (Todo, error) 
 			return Todo{}, Audit{}, because(ReasonClaimed, Errorf(ErrConflict, "todo_id",
 				"todo %d is claimed by agent %q; pass transfer to take it over explicitly", t.ID, prev))
 		}
+		if miss := Missing(t.Requires, a.Capabilities); len(miss) > 0 {
+			return Todo{}, Audit{}, capabilityRefusal(p.GoalID, t.ID, a, t.Requires, miss)
+		}
+		handover := prev != "" && prev != p.AgentID
+		if handover && strings.TrimSpace(p.Note) == "" {
+			var evidenced bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM evidence WHERE todo_id = $1)`, t.ID).Scan(&evidenced); err != nil {
+				return Todo{}, Audit{}, fmt.Errorf("read the todo's evidence: %w", mapErr(err))
+			}
+			if evidenced {
+				return Todo{}, Audit{}, because(ReasonHandoffNote, Errorf(ErrRefused, "note",
+					"todo %d already has evidence from agent %q: take it over with a handoff note (what was done, what is next), "+
+						"so the work does not start cold", t.ID, prev))
+			}
+		}
 		var lease any
 		if p.Lease > 0 {
 			lease = now.Add(p.Lease)
@@ -228,9 +288,16 @@ func (s *Store) ClaimTodo(ctx context.Context, p ClaimTodoParams) (Todo, error) 
 		if err != nil {
 			return Todo{}, Audit{}, fmt.Errorf("claim todo: %w", mapErr(err))
 		}
-		return out, Audit{GoalID: t.GoalID, Target: TodoTarget(t.ID), Detail: auditDetail(map[string]any{
-			"agent_id": p.AgentID, "previous": prev, "transfer": held,
-		})}, nil
+		detail := map[string]any{"agent_id": p.AgentID, "previous": prev, "transfer": held}
+		if handover && (strings.TrimSpace(p.Note) != "" || strings.TrimSpace(p.Next) != "") {
+			h, err := insertHandoff(ctx, tx, handoffRow{GoalID: t.GoalID, TodoID: t.ID, From: prev, To: p.AgentID,
+				Kind: HandoffResume, Done: p.Note, Next: p.Next, CreatedBy: p.Meta.Actor}, now)
+			if err != nil {
+				return Todo{}, Audit{}, err
+			}
+			detail["handoff_id"] = h.ID
+		}
+		return out, Audit{GoalID: t.GoalID, Target: TodoTarget(t.ID), Detail: auditDetail(detail)}, nil
 	})
 }
 
@@ -265,6 +332,25 @@ func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error
 			return Todo{}, err
 		}
 	}
+	if p.AgentID != "" && (p.Criteria != nil || p.Requires != nil) {
+		field := "criteria"
+		if p.Criteria == nil {
+			field = "requires"
+		}
+		return Todo{}, Errorf(ErrForbidden, field, "an agent cannot change a todo's criteria or the capabilities it requires; an owner can")
+	}
+	var criteria []Criterion
+	if p.Criteria != nil {
+		var err error
+		if criteria, err = NormalizeCriteria("criteria", "c", *p.Criteria); err != nil {
+			return Todo{}, err
+		}
+	}
+	if p.Requires != nil {
+		if err := CheckCapabilities("requires", *p.Requires); err != nil {
+			return Todo{}, err
+		}
+	}
 	return Do(ctx, s, "todo.update", p.Meta, p, func(tx *Tx, now time.Time) (Todo, Audit, error) {
 		t, err := getTodo(ctx, tx, p.GoalID, p.TodoID, true)
 		if err != nil {
@@ -287,6 +373,28 @@ func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error
 		}
 		if p.ClearClaim {
 			t.ClaimedBy, t.ClaimedAt, t.LeaseExpiresAt = "", nil, nil
+		}
+		if p.Criteria != nil {
+			t.Criteria = criteria
+		}
+		if p.Requires != nil {
+			g, err := getGoal(ctx, tx, p.GoalID, false)
+			if err != nil {
+				return Todo{}, Audit{}, err
+			}
+			if err := checkGranted(g, *p.Requires); err != nil {
+				return Todo{}, Audit{}, err
+			}
+			t.Requires = nonNil(*p.Requires)
+		}
+		if p.Status != nil && *p.Status == TodoDone && t.Status != TodoDone && len(t.Criteria) > 0 {
+			st, err := CriteriaStatus(ctx, tx, t.GoalID, t.ID, t.Criteria)
+			if err != nil {
+				return Todo{}, Audit{}, err
+			}
+			if unmet := Unmet(st); len(unmet) > 0 {
+				return Todo{}, Audit{}, unmetRefusal(t, unmet)
+			}
 		}
 		if p.Status != nil && *p.Status != t.Status {
 			if t.Status == TodoBlocked && t.BlockedByGate != 0 {
@@ -315,9 +423,11 @@ func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error
 		}
 		out, err := scanTodo(tx.QueryRow(ctx, `
 			UPDATE todo SET text = $2, priority = $3, status = $4, claimed_by = $5, claimed_at = $6,
-			       lease_expires_at = $7, blocked_by_gate = $8, done_at = $9, version = version + 1, updated_at = $10
+			       lease_expires_at = $7, blocked_by_gate = $8, done_at = $9, version = version + 1, updated_at = $10,
+			       criteria = $11, requires = $12
 			WHERE id = $1 RETURNING `+todoCols,
-			t.ID, t.Text, t.Priority, t.Status, claimedBy, t.ClaimedAt, t.LeaseExpiresAt, blocked, t.DoneAt, now))
+			t.ID, t.Text, t.Priority, t.Status, claimedBy, t.ClaimedAt, t.LeaseExpiresAt, blocked, t.DoneAt, now,
+			nonNilCriteria(t.Criteria), nonNil(t.Requires)))
 		if err != nil {
 			return Todo{}, Audit{}, fmt.Errorf("update todo: %w", mapErr(err))
 		}
@@ -331,6 +441,52 @@ func (s *Store) UpdateTodo(ctx context.Context, p UpdateTodoParams) (Todo, error
 			"changes": changes(before, out, "version", "updated_at", "created_at"),
 		})}, nil
 	})
+}
+
+// checkGranted refuses requires that name a capability goal g does not grant: no agent
+// could ever claim such a todo.
+func checkGranted(g Goal, requires []string) error {
+	if miss := Missing(requires, g.Capabilities); len(miss) > 0 {
+		return Errorf(ErrInvalid, "requires", "goal %s grants no capability %s (it grants: %s); an owner adds it to the goal first",
+			g.ID, strings.Join(miss, ", "), orNone(strings.Join(g.Capabilities, ", ")))
+	}
+	return nil
+}
+
+// capabilityRefusal is the answer to agent a claiming a todo whose requires it does not all
+// hold: ErrForbidden with ReasonMissingCapability, audited.
+func capabilityRefusal(goalID string, todoID int64, a Agent, requires, missing []string) error {
+	what := "the new todo"
+	target := ""
+	if todoID != 0 {
+		what, target = fmt.Sprintf("todo %d", todoID), TodoTarget(todoID)
+	}
+	msg := fmt.Sprintf("agent %s may not claim %s: it needs %s, and agent %s lacks %s; an owner grants capabilities to agents",
+		a.ID, what, strings.Join(requires, ", "), a.ID, strings.Join(missing, ", "))
+	return because(ReasonMissingCapability, refuse(ErrForbidden, "agent_id", msg, goalID, target,
+		map[string]any{"agent_id": a.ID, "requires": requires, "missing": missing, "reason": ReasonMissingCapability}))
+}
+
+// unmetRefusal is the answer to finishing todo t while criteria are unmet: ErrRefused with
+// ReasonCriteriaUnmet, naming each and what would meet it.
+func unmetRefusal(t Todo, unmet []CriterionStatus) error {
+	parts := make([]string, len(unmet))
+	for i, c := range unmet {
+		parts[i] = fmt.Sprintf("%s (%s)", c.ID, clipText(c.Text, 80))
+	}
+	ids := strings.Join(CriterionIDs(unmet), ", ")
+	msg := fmt.Sprintf("todo %d is not finished: criteria %s have no evidence yet; add evidence naming them (criteria: %s), "+
+		"or ask an owner to waive them", t.ID, strings.Join(parts, "; "), ids)
+	return because(ReasonCriteriaUnmet, refuse(ErrRefused, "criteria", msg, t.GoalID, TodoTarget(t.ID),
+		map[string]any{"unmet": CriterionIDs(unmet), "reason": ReasonCriteriaUnmet}))
+}
+
+func clipText(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // markProgress records that a turn moved something: the given turn, or the agent's live turn
@@ -362,4 +518,41 @@ func GetTodoText(ctx context.Context, db DB, id int64) (string, error) {
 		return "", fmt.Errorf("read todo %d: %w", id, mapErr(err))
 	}
 	return text, nil
+}
+
+// ListGoalTodos lists up to limit of a goal's todos through db: open and blocked ones first
+// (by priority), then the others, newest first.
+func ListGoalTodos(ctx context.Context, db DB, goalID string, limit int) ([]Todo, error) {
+	rows, err := db.Query(ctx, `SELECT `+todoCols+` FROM todo WHERE goal_id = $1
+		ORDER BY status NOT IN ('open', 'blocked'), CASE WHEN status IN ('open', 'blocked') THEN priority END, id DESC
+		LIMIT $2`, goalID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list todos: %w", mapErr(err))
+	}
+	return collect(rows, "list todos", scanTodo)
+}
+
+// SetTodoStatuses moves todos ids of goal to status in tx (a replan's cancellations and
+// reopenings): a cancelled todo keeps its claim and records when it ended; a reopened one is
+// open again, unclaimed, with nothing blocking it.
+func SetTodoStatuses(ctx context.Context, tx DB, goalID string, ids []int64, status string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	var q string
+	switch status {
+	case TodoCancelled:
+		q = `UPDATE todo SET status = 'cancelled', done_at = $3, version = version + 1, updated_at = $3
+			WHERE goal_id = $1 AND id = ANY ($2) AND status IN ('open', 'blocked')`
+	case TodoOpen:
+		q = `UPDATE todo SET status = 'open', done_at = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL,
+			blocked_by_gate = NULL, version = version + 1, updated_at = $3
+			WHERE goal_id = $1 AND id = ANY ($2) AND status IN ('done', 'cancelled')`
+	default:
+		return Errorf(ErrInvalid, "status", "%q is not cancelled or open", status)
+	}
+	if _, err := tx.Exec(ctx, q, goalID, ids, now); err != nil {
+		return fmt.Errorf("set todo statuses: %w", mapErr(err))
+	}
+	return nil
 }

@@ -128,6 +128,7 @@ and never shown again: listings say that each is set and when it changed.`,
 	update.Flags().StringArrayVar(&ub.UnsetSecrets, "unset-secret", nil, "remove a secret (secret, env.NAME); repeatable")
 	update.Flags().StringVar(&workMode, "work-mode", "", "active or monitor_only")
 	cmd.AddCommand(register, list, rotate, update)
+	cmd.AddCommand(a.agentGrantCommands()...)
 	cmd.AddCommand(a.workCommands()...)
 	return cmd
 }

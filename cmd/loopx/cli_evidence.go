@@ -45,6 +45,7 @@ func (a *app) evidenceCommand() *cobra.Command {
 	add.Flags().StringVar(&b.Summary, "summary", "", "what was produced (up to 12,000 characters)")
 	_ = add.MarkFlagRequired("summary")
 	add.Flags().StringVar(&b.Ref, "ref", "", "a link, command line or artifact reference")
+	add.Flags().StringSliceVar(&b.Criteria, "criterion", nil, "an acceptance criterion this evidence meets (the todo's c1.. or the goal's g1..); repeat or comma-separate")
 
 	var todo int64
 	var agent string

@@ -14,6 +14,7 @@ import (
 
 	"loopx/api"
 	"loopx/api/client"
+	"loopx/store"
 )
 
 // call runs one API request from a command and prints the answer.
@@ -38,6 +39,13 @@ type goalFlags struct {
 	owners, members                                                  []string
 	windowHours, allowedSlots, stallTurns                            int
 	breaker, progressCard, quietDigests                              string
+	reminders                                                        string
+	escalateAfter                                                    int
+	defaults                                                         []string
+	editable, protected                                              []string
+	scopeNotes                                                       string
+	capabilities, addCapabilities, removeCapabilities                []string
+	criteria, addCriteria, removeCriteria                            []string
 }
 
 func (g *goalFlags) register(fs *pflag.FlagSet) {
@@ -56,6 +64,52 @@ func (g *goalFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.breaker, "breaker-failures", "", "failed or empty turns in a row before an agent is held: 1-100, off, or default (the machine's, 3 unless set)")
 	fs.StringVar(&g.progressCard, "progress-card", "", "a live progress card in chat while turns run: on, off or default (the machine's: on for exec and MCP turns)")
 	fs.StringVar(&g.quietDigests, "quiet-digests", "", "skip scheduled reports with nothing new: on, off or default (the machine's: on)")
+	fs.StringVar(&g.reminders, "reminder-minutes", "", `gate reminder ladder in minutes, e.g. "30,60,120" (the last repeats), or default`)
+	fs.IntVar(&g.escalateAfter, "reminder-escalate-after", 0, "from this reminder on, owners also get it by direct message (1-100)")
+	fs.StringArrayVar(&g.defaults, "default", nil, "follow the machine default again for this setting (allowed-slots, heartbeat, ...); repeat")
+	fs.StringArrayVar(&g.editable, "scope-editable", nil, `a path pattern agents may change, e.g. "src/**"; repeat ("" empties the list)`)
+	fs.StringArrayVar(&g.protected, "scope-protected", nil, `a path pattern agents must not change, e.g. "deploy/**"; repeat ("" empties)`)
+	fs.StringVar(&g.scopeNotes, "scope-notes", "", "the scope's boundaries in words")
+	fs.StringArrayVar(&g.capabilities, "capability", nil, `a capability the goal grants (write-code, publish); repeat; the whole list ("" empties)`)
+	fs.StringArrayVar(&g.addCapabilities, "add-capability", nil, "add a capability the goal grants; repeat")
+	fs.StringArrayVar(&g.removeCapabilities, "remove-capability", nil, "remove a capability (agents lose it too); repeat")
+	fs.StringArrayVar(&g.criteria, "criterion", nil, `an acceptance criterion, "text" or "g2: text"; repeat; the whole list ("" empties)`)
+	fs.StringArrayVar(&g.addCriteria, "add-criterion", nil, `add an acceptance criterion, "text" or "g2: text"; repeat`)
+	fs.StringArrayVar(&g.removeCriteria, "remove-criterion", nil, "remove an acceptance criterion by id; repeat")
+}
+
+// nonEmpty drops "" from a repeated flag, so a lone "" empties a list.
+func nonEmpty(v []string) []string {
+	out := []string{}
+	for _, s := range v {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// criteriaOf reads repeated --criterion flags.
+func criteriaOf(v []string) api.Criteria {
+	out := api.Criteria{}
+	for _, s := range nonEmpty(v) {
+		out = append(out, store.ParseCriterion(s))
+	}
+	return out
+}
+
+// settingName reads a setting as a flag names it (allowed-slots, heartbeat) into the API's.
+func settingName(s string) string {
+	s = strings.ReplaceAll(strings.TrimSpace(s), "-", "_")
+	switch s {
+	case "heartbeat":
+		return store.SettingHeartbeatSpec
+	case "report":
+		return store.SettingReportSpec
+	case "permission_timeout":
+		return store.SettingPermissionTimeout
+	}
+	return s
 }
 
 // body fills only the flags given on the command line, so the server keeps its defaults
@@ -97,7 +151,40 @@ func (g *goalFlags) body(fs *pflag.FlagSet) api.GoalBody {
 	b.BreakerFailures = setting("breaker-failures", g.breaker)
 	b.ProgressCard = setting("progress-card", g.progressCard)
 	b.QuietDigests = setting("quiet-digests", g.quietDigests)
+	b.ReminderMinutes, b.ReminderEscalateAfter = str("reminder-minutes", g.reminders), num("reminder-escalate-after", g.escalateAfter)
+	for _, d := range g.defaults {
+		b.Defaults = append(b.Defaults, settingName(d))
+	}
+	if fs.Changed("scope-editable") {
+		v := nonEmpty(g.editable)
+		b.ScopeEditable = &v
+	}
+	if fs.Changed("scope-protected") {
+		v := nonEmpty(g.protected)
+		b.ScopeProtected = &v
+	}
+	b.ScopeNotes = str("scope-notes", g.scopeNotes)
+	if fs.Changed("capability") {
+		v := nonEmpty(g.capabilities)
+		b.Capabilities = &v
+	}
+	b.AddCapabilities, b.RemoveCapabilities = nonEmptyOrNil(g.addCapabilities), nonEmptyOrNil(g.removeCapabilities)
+	if fs.Changed("criterion") {
+		v := criteriaOf(g.criteria)
+		b.Criteria = &v
+	}
+	if len(g.addCriteria) > 0 {
+		b.AddCriteria = criteriaOf(g.addCriteria)
+	}
+	b.RemoveCriteria = nonEmptyOrNil(g.removeCriteria)
 	return b
+}
+
+func nonEmptyOrNil(v []string) []string {
+	if out := nonEmpty(v); len(out) > 0 {
+		return out
+	}
+	return nil
 }
 
 func (a *app) goalCommand() *cobra.Command {
@@ -152,7 +239,7 @@ func (a *app) goalCommand() *cobra.Command {
 		Example: `  loopx goal show --goal-id demo`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return a.call(c, http.MethodGet, goalPath(goal), nil, nil, nil)
+			return a.call(c, http.MethodGet, goalPath(goal), nil, nil, printGoal)
 		},
 	}
 	goalFlag(show)
@@ -215,6 +302,7 @@ proposal (the diff and its effects) that ` + "`loopx proposal confirm`" + ` appl
 		lifecycle("stop", "Stop a goal: should-run answers paused until resume", "  loopx goal stop --goal-id demo"),
 		lifecycle("resume", "Resume a stopped goal", "  loopx goal resume --goal-id demo"),
 		set)
+	cmd.AddCommand(a.goalContractCommands()...)
 	return cmd
 }
 

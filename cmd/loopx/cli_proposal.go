@@ -12,17 +12,11 @@ import (
 
 	"loopx/api"
 	"loopx/api/client"
-	"loopx/change"
 )
 
 // proposalBody turns goal set's flags into a change preview request.
 func proposalBody(b api.GoalBody) api.ProposalBody {
-	return api.ProposalBody{Kind: "goal.set", Goal: change.GoalChange{
-		Title: b.Title, Objective: b.Objective, Owners: b.Owners, Members: b.Members,
-		WindowHours: b.WindowHours, AllowedSlots: b.AllowedSlots, HeartbeatSpec: b.HeartbeatSpec,
-		HeartbeatTZ: b.HeartbeatTZ, ReportSpec: b.ReportSpec, ReportTZ: b.ReportTZ, Lang: b.Lang,
-		StallTurns: b.StallTurns,
-	}}
+	return api.ProposalBody{Kind: "goal.set", Goal: b.Change()}
 }
 
 // previewChange posts a proposal and prints it: the diff, the effects and how to confirm.
@@ -43,7 +37,11 @@ func printProposal(w io.Writer, raw json.RawMessage) error {
 }
 
 func writeProposal(w io.Writer, p api.ProposalAnswer) {
-	fmt.Fprintf(w, "p%d · #%s · %s · %s (goal version %d)\n", p.ID, p.GoalID, p.Kind, p.State, p.GoalVersion)
+	if p.GoalID == "" {
+		fmt.Fprintf(w, "p%d · machine defaults · %s (defaults version %d)\n", p.ID, p.State, p.GoalVersion)
+	} else {
+		fmt.Fprintf(w, "p%d · #%s · %s · %s (goal version %d)\n", p.ID, p.GoalID, p.Kind, p.State, p.GoalVersion)
+	}
 	for _, d := range p.Diff {
 		fmt.Fprintf(w, "  %s: %s → %s\n", d.Field, orDash(d.Before), orDash(d.After))
 	}
@@ -63,6 +61,15 @@ func orDash(s string) string {
 }
 
 // parseProposalID accepts p12 or 12.
+// proposalPath is where proposal p is confirmed or cancelled: under its goal, or, for a
+// change of the machine defaults, on its own.
+func proposalPath(p api.ProposalAnswer, verb string) string {
+	if p.GoalID == "" {
+		return "/v1/proposals/" + strconv.FormatInt(p.ID, 10) + "/" + verb
+	}
+	return goalPath(p.GoalID, "proposals", strconv.FormatInt(p.ID, 10), verb)
+}
+
 func parseProposalID(s string) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimPrefix(strings.ToLower(s), "p"), 10, 64)
 	if err != nil || n <= 0 {
@@ -75,8 +82,9 @@ func (a *app) proposalCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "proposal",
 		Short: "Show, confirm or cancel a previewed change",
-		Long: `A protected change (budget, pause/resume, schedules, owners and members, stall guard,
-an agent's runner, work mode and default flag) previewed with --preview (or in chat or the
+		Long: `A protected change (budget, pause/resume, schedules, owners and members, stall guard, the
+contract, done, reopen and replan, an agent's runner, work mode, default flag and
+capabilities, the machine defaults) previewed with --preview (or in chat or the
 workspace) is a proposal. Confirming applies it only if the goal is still at the version it
 was computed against; otherwise the answer is "stale" with a fresh proposal to confirm.`,
 		Example: `  loopx goal set --goal-id demo --allowed-slots 50 --preview
@@ -118,7 +126,7 @@ was computed against; otherwise the answer is "stale" with a fresh proposal to c
 					return err
 				}
 				raw, err := cl.Do(c.Context(), client.Request{Method: http.MethodPost, Body: struct{}{}, IdempotencyKey: a.key(),
-					Path: goalPath(p.GoalID, "proposals", strconv.FormatInt(p.ID, 10), verb)})
+					Path: proposalPath(p, verb)})
 				if err != nil {
 					return err
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"loopx/api"
+	"loopx/store"
 )
 
 func (a *app) quotaCommand() *cobra.Command {
@@ -139,12 +140,23 @@ func printDecision(w io.Writer, raw json.RawMessage) error {
 func (a *app) refreshStateCommand() *cobra.Command {
 	var goal string
 	var b api.RefreshBody
+	var h store.TurnHandoff
 	cmd := &cobra.Command{
-		Use:     "refresh-state",
-		Short:   "Record what the next turn should see (quota-neutral)",
-		Example: `  loopx refresh-state --goal-id demo --agent-id codex --turn-instance-id t-42 --next-action "run the integration suite"`,
-		Args:    cobra.NoArgs,
+		Use:   "refresh-state",
+		Short: "Record what the next turn should see, and end the turn with a handoff (quota-neutral)",
+		Long: `Record what the next turn should see. With --done, --next, --questions or --handoff-to the
+turn ends with a handoff: what was done, what is next and open questions, about the turn's
+todo, resting on its evidence, for the agent's own next turn or for --handoff-to (the todo's
+claim moves to it). The receiver's should-run carries it as its continuation until it
+acknowledges it (loopx ack).`,
+		Example: `  loopx refresh-state --goal-id demo --agent-id codex --turn-instance-id t-42 --next-action "run the integration suite"
+  loopx refresh-state --goal-id demo --agent-id codex --turn-instance-id t-42 --done "the tokenizer" --next "review the grammar" --handoff-to claude --handoff-kind review`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			fs := c.Flags()
+			if fs.Changed("done") || fs.Changed("next") || fs.Changed("questions") || fs.Changed("handoff-to") || fs.Changed("handoff-kind") {
+				b.Handoff = &h
+			}
 			return a.call(c, http.MethodPost, goalPath(goal, "refresh-state"), nil, b, nil)
 		},
 	}
@@ -153,6 +165,12 @@ func (a *app) refreshStateCommand() *cobra.Command {
 	cmd.Flags().StringVar(&b.AgentID, "agent-id", "", "agent")
 	cmd.Flags().StringVar(&b.TurnInstanceID, "turn-instance-id", "", "the turn that refreshes the state")
 	cmd.Flags().StringVar(&b.NextAction, "next-action", "", "what the next turn should do")
+	cmd.Flags().StringVar(&h.Done, "done", "", "the handoff: what this turn did")
+	cmd.Flags().StringVar(&h.Next, "next", "", "the handoff: what is next (default: --next-action)")
+	cmd.Flags().StringVar(&h.Questions, "questions", "", "the handoff: open questions")
+	cmd.Flags().StringVar(&h.To, "handoff-to", "", "the agent the handoff is for (default: this agent's next turn)")
+	cmd.Flags().StringVar(&h.Kind, "handoff-kind", "", "resume, review, verify or answer_gate (default resume)")
+	cmd.Flags().Int64Var(&h.TodoID, "todo-id", 0, "the todo handed on (default: the turn's)")
 	return cmd
 }
 

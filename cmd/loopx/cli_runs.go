@@ -14,6 +14,55 @@ import (
 
 // runsCommand reads the run index: a goal's turns and its recorded should-run decisions,
 // newest first, with the API's filters and cursor paging.
+// printTurn prints one turn: its fields (the log tail among them), then each handoff it ended
+// with.
+func printTurn(w io.Writer, raw json.RawMessage) error {
+	var t struct {
+		Handoffs []struct {
+			ID        int64      `json:"handoff_id"`
+			From      string     `json:"from_agent"`
+			To        string     `json:"to_agent"`
+			Kind      string     `json:"kind"`
+			Done      string     `json:"done"`
+			Next      string     `json:"next"`
+			Questions string     `json:"questions"`
+			Evidence  []int64    `json:"evidence_ids"`
+			AckedAt   *time.Time `json:"acked_at"`
+		} `json:"handoffs"`
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return fmt.Errorf("decode turn: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return fmt.Errorf("decode turn: %w", err)
+	}
+	delete(fields, "handoffs")
+	rest, err := json.Marshal(fields)
+	if err != nil {
+		return err
+	}
+	if err := printFields(w, rest); err != nil {
+		return err
+	}
+	for _, h := range t.Handoffs {
+		state := "waiting to be acknowledged"
+		if h.AckedAt != nil {
+			state = "acknowledged " + h.AckedAt.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		fmt.Fprintf(w, "handoff %d · %s → %s · %s · %s\n", h.ID, orDash(h.From), h.To, h.Kind, state)
+		for _, l := range [][2]string{{"done", h.Done}, {"next", h.Next}, {"questions", h.Questions}} {
+			if l[1] != "" {
+				fmt.Fprintf(w, "  %s: %s\n", l[0], l[1])
+			}
+		}
+		if len(h.Evidence) > 0 {
+			fmt.Fprintf(w, "  evidence: %v\n", h.Evidence)
+		}
+	}
+	return nil
+}
+
 func (a *app) runsCommand() *cobra.Command {
 	var goal, agent, state, since, until, cursor string
 	var limit int
@@ -96,11 +145,11 @@ for the next page. "loopx runs decisions" lists the should-run answers instead, 
 	var turn int64
 	show := &cobra.Command{
 		Use:     "show",
-		Short:   "Show one turn with its log tail",
+		Short:   "Show one turn with its log tail and the handoff it ended with",
 		Example: `  loopx runs show --goal-id demo --turn-id 42`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return a.call(c, http.MethodGet, goalPath(goal, "turns", strconv.FormatInt(turn, 10)), nil, nil, nil)
+			return a.call(c, http.MethodGet, goalPath(goal, "turns", strconv.FormatInt(turn, 10)), nil, nil, printTurn)
 		},
 	}
 	show.Flags().Int64Var(&turn, "turn-id", 0, "turn id (the turn_id column of loopx runs)")

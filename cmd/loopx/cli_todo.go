@@ -38,6 +38,7 @@ func (a *app) todoCommand() *cobra.Command {
 
 	var text, role, priority string
 	var claim bool
+	var criteria, requires []string
 	add := &cobra.Command{
 		Use:   "add",
 		Short: "Add a todo",
@@ -46,7 +47,7 @@ func (a *app) todoCommand() *cobra.Command {
   loopx todo add --goal-id demo --agent-id codex --claim --text "Fix the flaky test"`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			b := api.TodoBody{Text: text, Role: role}
+			b := api.TodoBody{Text: text, Role: role, Criteria: criteriaOf(criteria), Requires: nonEmptyOrNil(requires)}
 			if priority != "" {
 				p, err := parsePriority(priority)
 				if err != nil {
@@ -69,6 +70,8 @@ func (a *app) todoCommand() *cobra.Command {
 	add.Flags().StringVar(&role, "role", "", "agent or user (default agent)")
 	add.Flags().StringVar(&priority, "priority", "", "P0 (most urgent) .. P4 (default P2)")
 	add.Flags().BoolVar(&claim, "claim", false, "claim it at once for --agent-id")
+	add.Flags().StringArrayVar(&criteria, "criterion", nil, `an acceptance criterion, "text" or "c2: text": evidence must name it before the todo is done; repeat`)
+	add.Flags().StringSliceVar(&requires, "requires", nil, "a capability an agent needs to claim it (one the goal grants); repeat or comma-separate")
 	agentFlag(add, "agent that claims it (with --claim)")
 
 	var status, claimedBy string
@@ -95,6 +98,7 @@ func (a *app) todoCommand() *cobra.Command {
 
 	var transfer bool
 	var lease int
+	var note, next string
 	claimCmd := &cobra.Command{
 		Use:   "claim",
 		Short: "Claim a todo for an agent (never takes another agent's claim unless --transfer)",
@@ -103,17 +107,20 @@ func (a *app) todoCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return a.call(c, http.MethodPost, todoPath("claim"), nil,
-				api.ClaimBody{AgentID: agent, Transfer: transfer, LeaseSeconds: lease}, nil)
+				api.ClaimBody{AgentID: agent, Transfer: transfer, LeaseSeconds: lease, Note: note, Next: next}, nil)
 		},
 	}
 	ids(claimCmd, true)
 	agentFlag(claimCmd, "agent that claims it")
 	claimCmd.Flags().BoolVar(&transfer, "transfer", false, "take the todo over from the agent that holds it")
 	claimCmd.Flags().IntVar(&lease, "lease-seconds", 0, "claim expires after this many seconds (0 = never)")
+	claimCmd.Flags().StringVar(&note, "note", "", "with --transfer: what the previous holder did (needed when the todo has evidence)")
+	claimCmd.Flags().StringVar(&next, "next", "", "with --transfer: what is next")
 
 	var version int64
 	var newStatus, newText, newPriority string
 	var release bool
+	var newCriteria, newRequires []string
 	update := &cobra.Command{
 		Use:   "update",
 		Short: "Change a todo (compare-and-set on its version)",
@@ -138,6 +145,14 @@ todo changed since, the answer is conflict (exit 1). Without --version it is rea
 				}
 				b.Priority = &p
 			}
+			if fs.Changed("criterion") {
+				cs := criteriaOf(newCriteria)
+				b.Criteria = &cs
+			}
+			if fs.Changed("requires") {
+				rs := nonEmpty(newRequires)
+				b.Requires = &rs
+			}
 			if b.Version == 0 {
 				v, err := a.currentVersion(c, todoPath())
 				if err != nil {
@@ -155,6 +170,8 @@ todo changed since, the answer is conflict (exit 1). Without --version it is rea
 	update.Flags().StringVar(&newText, "text", "", "new text")
 	update.Flags().StringVar(&newPriority, "priority", "", "P0..P4")
 	update.Flags().BoolVar(&release, "release", false, "drop the claim")
+	update.Flags().StringArrayVar(&newCriteria, "criterion", nil, `replace the acceptance criteria (admin token): "text" or "c2: text"; repeat ("" empties)`)
+	update.Flags().StringSliceVar(&newRequires, "requires", nil, `replace the capabilities it requires (admin token); "" empties`)
 
 	done := &cobra.Command{
 		Use:     "done",
@@ -177,6 +194,6 @@ todo changed since, the answer is conflict (exit 1). Without --version it is rea
 	agentFlag(done, "agent that finished it (must hold the claim)")
 	done.Flags().Int64Var(&version, "version", 0, "the todo version you read (default: read it now)")
 
-	cmd.AddCommand(add, list, claimCmd, update, done)
+	cmd.AddCommand(add, list, claimCmd, update, done, a.handoffCommand())
 	return cmd
 }

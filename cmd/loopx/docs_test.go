@@ -366,6 +366,7 @@ var chinesePages = map[string]string{
 	"docs/api.md":        "docs/api.zh.md",
 	"docs/operations.md": "docs/operations.zh.md",
 	"docs/deploy.md":     "docs/deploy.zh.md",
+	"docs/contract.md":   "docs/contract.zh.md",
 }
 
 // shape counts what a translation must keep: headings by level, code blocks, table rows.

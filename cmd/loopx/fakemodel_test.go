@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -294,7 +295,7 @@ func loopScript(task string) func(c *conversation) modelStep {
 	return func(c *conversation) modelStep {
 		if c.api == "anthropic" && !c.offers(p+"todo_add") && c.offers("ToolSearch") && !c.called("ToolSearch") {
 			return modelStep{tool: "ToolSearch", args: map[string]any{"query": "select:" + p + "todo_add," + p + "should_run," +
-				p + "evidence_add," + p + "refresh_state," + p + "spend_slot", "max_results": 5}}
+				p + "acknowledge," + p + "evidence_add," + p + "refresh_state," + p + "spend_slot", "max_results": 6}}
 		}
 		names, results := c.loopxCalls()
 		switch len(names) {
@@ -303,16 +304,22 @@ func loopScript(task string) func(c *conversation) modelStep {
 		case 1:
 			todo, _ := jsonIn(results[0])["todo"].(map[string]any)
 			return modelStep{tool: p + "should_run", args: map[string]any{"todo_id": todo["todo_id"]}}
-		case 2:
-			d := jsonIn(results[1])
-			if run, _ := d["should_run"].(bool); !run {
-				return modelStep{text: fmt.Sprintf("LoopX did not open a turn: %v", d["next_step"])}
-			}
+		}
+		d := jsonIn(results[1])
+		if run, _ := d["should_run"].(bool); !run {
+			return modelStep{text: fmt.Sprintf("LoopX did not open a turn: %v", d["next_step"])}
+		}
+		// Step 3: a continuation is read, then acknowledged.
+		if cont, _ := d["continuation"].(map[string]any); cont != nil && !slices.Contains(names, "acknowledge") {
+			return modelStep{tool: p + "acknowledge", args: map[string]any{"handoff_id": cont["handoff_id"]}}
+		}
+		switch names[len(names)-1] {
+		case "should_run", "acknowledge":
 			turn, _ := d["your_turn"].(map[string]any)
 			return modelStep{tool: p + "evidence_add", args: map[string]any{"todo_id": turn["todo_id"], "summary": "did: " + task}}
-		case 3:
+		case "evidence_add":
 			return modelStep{tool: p + "refresh_state", args: map[string]any{"next_action": "review " + task}}
-		case 4:
+		case "refresh_state":
 			return modelStep{tool: p + "spend_slot", args: map[string]any{}}
 		}
 		return modelStep{text: "Turn done and spent."}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -103,6 +104,15 @@ func (a *app) permissionHook(ctx context.Context, host string, hostTimeout time.
 	goal, agent := opts.GoalID, opts.AgentID
 	req := store.PermissionRequest{Host: host, Tool: in.ToolName, Summary: summarize(in.ToolName, in.ToolInput),
 		Folder: in.Cwd, Turn: hookTurn(ctx, c, goal, agent, in)}
+	if paths := writtenPaths(in.ToolName, in.ToolInput); len(paths) > 0 {
+		// The server checks them against the goal's scope, whose patterns are relative to
+		// the project folder (the connection's; the host's folder without one).
+		root, _, found, _ := a.connection()
+		if !found {
+			root = cmpDir(in.Cwd, a.dir)
+		}
+		req.Paths = projectPaths(root, in.Cwd, paths)
+	}
 	var ans store.PermissionAnswer
 	err = c.DoJSON(ctx, client.Request{Method: http.MethodPost, Path: client.GoalPath(goal, "permissions"),
 		Body: api.PermissionBody{AgentID: agent, PermissionRequest: req}, IdempotencyKey: a.key()}, &ans)
@@ -114,6 +124,11 @@ func (a *app) permissionHook(ctx context.Context, host string, hostTimeout time.
 	case store.PermitAllow:
 		return a.writeHookDecision(store.PermitAllow, "", host, in.ToolName, false)
 	case store.PermitDeny:
+		if ans.Reason == "scope_protected" {
+			return a.writeHookDecision(store.PermitDeny, fmt.Sprintf("The goal %q's scope protects %s, so LoopX denies writing there without asking its owners. "+
+				"Do not change those files another way (another tool, a shell command); leave them as they are and tell the user if the work needs them changed "+
+				"(an owner can change the scope).", goal, strings.Join(ans.Protected, ", ")), host, in.ToolName, false)
+		}
 		return a.writeHookDecision(store.PermitDeny, fmt.Sprintf("The goal %q's rules deny %s without asking; do not try it another way. Tell the user if the work needs it.", goal, in.ToolName), host, in.ToolName, false)
 	}
 	g := *ans.Gate
@@ -248,12 +263,14 @@ func (a *app) permissionsCommand() *cobra.Command {
 	}
 	show.Flags().StringVar(&goal, "goal-id", "", "goal id")
 	var timeout time.Duration
+	var timeoutDefault bool
 	var allow, deny []string
 	set := &cobra.Command{
 		Use:   "set",
 		Short: "Set the goal's permission rules (admin): what is not given stays as it is",
 		Long: `Set how long a permission card waits for an owner before the request is denied (10s to
-24h; default 10m), and the tools run or denied without asking (a name as the host gives it,
+24h; --timeout-default follows the machine default, 10m unless an admin changed it), and the
+tools run or denied without asking (a name as the host gives it,
 such as Bash or mcp__github__create_issue, or a prefix ending in *). A deny rule wins.
 --allow "" (or --deny "") empties the list.`,
 		Example: `  loopx permissions set --goal-id demo --timeout 5m --allow Read --allow "mcp__github__get_*" --deny WebFetch`,
@@ -261,8 +278,15 @@ such as Bash or mcp__github__create_issue, or a prefix ending in *). A deny rule
 		RunE: func(c *cobra.Command, _ []string) error {
 			var b api.PolicyBody
 			if c.Flags().Changed("timeout") {
-				secs := int(timeout / time.Second)
+				secs := api.Setting(strconv.Itoa(int(timeout / time.Second)))
 				b.TimeoutSeconds = &secs
+			}
+			if timeoutDefault {
+				if b.TimeoutSeconds != nil {
+					return usageErr(errors.New("give --timeout or --timeout-default, not both"))
+				}
+				def := api.Setting("default")
+				b.TimeoutSeconds = &def
 			}
 			list := func(v []string) *[]string {
 				out := []string{}
@@ -284,6 +308,7 @@ such as Bash or mcp__github__create_issue, or a prefix ending in *). A deny rule
 	}
 	set.Flags().StringVar(&goal, "goal-id", "", "goal id")
 	set.Flags().DurationVar(&timeout, "timeout", 0, "how long a card waits for an owner (10s to 24h)")
+	set.Flags().BoolVar(&timeoutDefault, "timeout-default", false, "follow the machine default wait again")
 	set.Flags().StringArrayVar(&allow, "allow", nil, "a tool run without asking; repeat")
 	set.Flags().StringArrayVar(&deny, "deny", nil, "a tool denied without asking; repeat")
 	cmd.AddCommand(show, set)

@@ -19,6 +19,7 @@ func TestInspectorStrictPassesOverStdioAndHTTP(t *testing.T) {
 
 	out := runHost(t, project, env, inspector, "--cli", "--method", "tools/list", "--strict", loopxWrapper(t), "mcp")
 	require.Contains(t, out, `"should_run"`)
+	require.Contains(t, out, `"todo_handoff"`, "the contract's tools pass too")
 	// --header takes every argument after it: the URL goes first.
 	out = runHost(t, project, env, inspector, "--cli", s.url+"/mcp", "--method", "tools/list", "--strict", "--transport", "http",
 		"--header", "Authorization: Bearer "+storedToken(t, home))

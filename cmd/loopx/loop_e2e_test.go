@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,7 @@ type loopWorld struct {
 }
 
 // The states a /loopx <task> turn meets, each its own goal.
-var loopStates = []string{"empty", "backlog", "gated", "spent"}
+var loopStates = []string{"empty", "backlog", "gated", "spent", "handed"}
 
 func newLoopWorld(t *testing.T) *loopWorld {
 	t.Helper()
@@ -64,6 +65,10 @@ func newLoopWorld(t *testing.T) *loopWorld {
 	admin("todo", "add", "--goal-id", "spent", "--text", "earlier work")
 	admin("quota", "should-run", "--goal-id", "spent", "--agent-id", "agent", "--turn-instance-id", "earlier-1", "--begin-turn")
 	admin("quota", "spend-slot", "--goal-id", "spent", "--agent-id", "agent", "--turn-instance-id", "earlier-1")
+	// A todo an owner handed to the agent: a continuation it reads and acknowledges.
+	handed := s.ok(t, e2eAdminToken, "todo", "add", "--goal-id", "handed", "--text", "the grammar")["todo_id"]
+	admin("todo", "handoff", "--goal-id", "handed", "--todo-id", fmt.Sprint(handed), "--to", "agent", "--kind", "review",
+		"--note", "the grammar is drafted", "--next", "review it")
 	return w
 }
 
@@ -87,10 +92,15 @@ func (w *loopWorld) checkTurn(t *testing.T, goal, task string, m *fakeModel) {
 	reqs := m.Requests()
 	last := reqs[len(reqs)-1]
 	switch goal {
-	case "empty", "backlog":
+	case "empty", "backlog", "handed":
 		require.Equal(t, int64(1), turns, "one turn opened")
 		require.Equal(t, []int64{todo, todo, todo}, []int64{turnTodo, evTodo, spentTodo},
 			"the turn, its evidence and its spent slot name the task's todo %d", todo)
+		if goal == "handed" {
+			var acked int
+			require.NoError(t, w.db.QueryRow(ctx, `SELECT count(*) FROM handoff WHERE goal_id = 'handed' AND acked_at IS NOT NULL`).Scan(&acked))
+			require.Equal(t, 1, acked, "the model read the continuation and acknowledged it, as the steps say")
+		}
 	case "gated", "spent":
 		require.Zero(t, turns, "no turn opened")
 		require.Contains(t, last, `should_run\":false`, "the model read a skip")
@@ -104,7 +114,7 @@ func (w *loopWorld) checkTurn(t *testing.T, goal, task string, m *fakeModel) {
 func requireSteps(t *testing.T, m *fakeModel, task string) {
 	t.Helper()
 	first := m.Requests()[0]
-	for _, line := range []string{"Run exactly one LoopX turn", `"claim\": true`, "no turn was opened", task} {
+	for _, line := range []string{"Run exactly one LoopX turn", `"claim\": true`, "no turn was opened", "`acknowledge` with", task} {
 		require.Contains(t, first, line, "the host's first request carries the /loopx steps")
 	}
 }

@@ -131,6 +131,8 @@ Exit codes: 0 ok, 1 refused by the state, 2 usage or validation error, 3 server 
 		a.progressCommand(),
 		a.fileCommand(),
 		a.dashboardCommand(),
+		a.defaultsCommand(),
+		a.ackCommand(),
 	} {
 		if c.HasSubCommands() && c.RunE == nil {
 			c.RunE = groupRunE

@@ -269,7 +269,7 @@ func TestMCPGovernedTurn(t *testing.T) {
 			require.NotEmpty(t, tool.Description)
 			n++
 		}
-		require.Equal(t, 17, n, "15 tools, and progress and file_get")
+		require.Equal(t, 19, n, "15 tools, progress and file_get, and the contract's todo_handoff and acknowledge")
 		res := callTool(t, cs, "should_run", nil)
 		require.True(t, res.IsError)
 		require.Contains(t, toolText(res), "loopx connect")

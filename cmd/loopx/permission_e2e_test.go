@@ -260,3 +260,65 @@ func TestCodexPermissionPromptsAreLarkCards(t *testing.T) {
 		30*time.Second, 100*time.Millisecond, "the unanswered card says it was denied")
 	t.Logf("codex output:\n%s", tail(out.String(), 1500))
 }
+
+// writeFilesScript asks Claude Code to write each file with its Write tool, one after the other,
+// then ends.
+func writeFilesScript(paths ...string) func(c *conversation) modelStep {
+	return func(c *conversation) modelStep {
+		if n := len(c.calls); n < len(paths) {
+			return modelStep{tool: "Write", args: map[string]any{"file_path": paths[n], "content": "written by the agent\n"}}
+		}
+		return modelStep{text: "done"}
+	}
+}
+
+// TestClaudeCodePermissionKeepsToTheScope: real Claude Code writes files through its Write
+// tool in a project whose goal's scope protects secrets/** and lists src/** as editable. The
+// protected file is denied by `loopx hook permission` without a card, and the model is told
+// why; the file outside the editable paths is asked of the owners, the card saying so, and
+// the owner's Allow lets it be written.
+func TestClaudeCodePermissionKeepsToTheScope(t *testing.T) {
+	t.Parallel()
+	claude := hostCLI(t, "claude", "@anthropic-ai/claude-code")
+	w := newPermissionWorld(t, "perm-scope")
+	for _, args := range [][]string{
+		{"goal", "set", "--goal-id", "perm-scope", "--scope-editable", "src/**", "--scope-protected", "secrets/**"},
+		{"permissions", "set", "--goal-id", "perm-scope", "--timeout", "2m"},
+	} {
+		r := w.s.cli(t, e2eAdminToken, args...)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r := loopxIn(t, w.project, w.home, "hosts", "install", "--host", "claude-code", "--command", loopxWrapper(t))
+	require.Equal(t, 0, r.code, r.stderr)
+	secret, notes := filepath.Join(w.project, "secrets", "key.txt"), filepath.Join(w.project, "docs", "notes.md")
+	m := newFakeModel(t, writeFilesScript(secret, notes))
+	env := append(hostEnv(w.home), "ANTHROPIC_BASE_URL="+m.srv.URL, "ANTHROPIC_API_KEY=scripted", "MCP_CONNECTION_NONBLOCKING=0")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, claude, "-p", "write the notes", "--output-format", "stream-json", "--verbose")
+	cmd.Dir, cmd.Env = w.project, env
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	c := w.card(t, "docs/notes.md")
+	require.Contains(t, cardText(c), "Outside the goal's scope (not in its editable paths): docs/notes.md")
+	res, err := w.ctl.Click(ctx, sandbox.ClickRequest{MessageID: c.MessageID, Button: button(t, c, "Allow once"), OpenID: "ou_owner"})
+	require.NoError(t, err)
+	require.Equal(t, "success", res.Toast.Type, "%+v", res)
+	select {
+	case err := <-done:
+		require.NoError(t, err, "claude:\n%s", tail(out.String(), 2000))
+	case <-ctx.Done():
+		t.Fatalf("claude did not finish:\n%s", tail(out.String(), 2000))
+	}
+	require.NoFileExists(t, secret)
+	require.FileExists(t, notes)
+	reqs := m.Requests()
+	require.Contains(t, reqs[len(reqs)-1], "scope protects secrets/key.txt, so LoopX denies writing there without asking its owners",
+		"the model read why the protected file was denied")
+	gates := w.s.ok(t, e2eAdminToken, "gate", "list", "--goal-id", "perm-scope")["gates"].([]any)
+	require.Len(t, gates, 1, "the protected file asked nobody")
+}

@@ -109,6 +109,13 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 		cmd = exec.Command(argv[0], argv[1:]...)
 	}
 	cmd.Dir = settings.Dir
+	var handoff, decision string
+	if c := job.Decision.Continuation; c != nil {
+		handoff = strconv.FormatInt(c.ID, 10)
+	}
+	if oc := job.Decision.ObjectiveChanged; oc != nil {
+		decision = strconv.FormatInt(oc.DecisionID, 10)
+	}
 	cmd.Env = e.env(settings, map[string]string{
 		"LOOPX_URL": e.URL, "LOOPX_TOKEN": token, "LOOPX_GOAL_ID": packet.GoalID,
 		"LOOPX_AGENT_ID": packet.AgentID, "LOOPX_TURN_ID": packet.TurnInstanceID,
@@ -117,6 +124,8 @@ func (e *Exec) Run(ctx context.Context, job scheduler.Job) scheduler.Result {
 		"LOOPX_DEADLINE": deadline.UTC().Format(time.RFC3339),
 		"LOOPX_ACTION":   job.Decision.EffectiveAction,
 		"LOOPX_TODO_ID":  todoID(job),
+		// What the turn acknowledges once it has read them ("" when none).
+		"LOOPX_HANDOFF_ID": handoff, "LOOPX_DECISION_ID": decision,
 		"LOOPX_PROGRESS": ProgressMark,
 	})
 	switch settings.Stdin {

@@ -14,7 +14,9 @@ import (
 )
 
 // Packet is what a runner hands the agent for one turn: on stdin (exec) or as the request
-// body (webhook). ShouldRun is the full should-run answer that opened the turn.
+// body (webhook). ShouldRun is the full should-run answer that opened the turn; Contract,
+// Continuation and ObjectiveChanged are its members of the same names, at the top where an
+// agent looks first.
 type Packet struct {
 	Version        string         `json:"version"` // "loopx_turn_packet_v1"
 	URL            string         `json:"loopx_url"`
@@ -25,8 +27,15 @@ type Packet struct {
 	Deadline       time.Time      `json:"deadline"`
 	Goal           PacketGoal     `json:"goal"`
 	ShouldRun      quota.Decision `json:"should_run"`
-	Commands       []string       `json:"commands"`
-	Prompt         string         `json:"prompt"`
+	// Contract is what the agent works under: objective, scope (editable and protected
+	// paths, notes), capabilities (the goal's and the agent's), the goal's criteria.
+	Contract *store.Contract `json:"contract"`
+	// Continuation is the handoff to the agent it has not acknowledged (loopx ack
+	// --handoff-id), ObjectiveChanged the replan it has not (loopx ack --decision-id).
+	Continuation     *store.Handoff         `json:"continuation,omitempty"`
+	ObjectiveChanged *quota.ObjectiveChange `json:"objective_changed,omitempty"`
+	Commands         []string               `json:"commands"`
+	Prompt           string                 `json:"prompt"`
 	// Files are the images and files people sent with the messages waiting in the agent's
 	// inbox: download each from its url with the turn's token (inbox drain returns them
 	// with their items too).
@@ -82,23 +91,37 @@ func (b Base) runnerConfig(ctx context.Context, job scheduler.Job) (json.RawMess
 	return b.Secrets.RunnerConfig(ctx, job.Turn.GoalID, job.Turn.AgentID)
 }
 
-// Commands lists the per-turn CLI calls (docs/agents.md, "The turn") with this turn's ids filled in.
+// Commands lists the per-turn CLI calls (docs/agents.md, "The turn") with this turn's ids
+// filled in: first the acknowledgements the answer asks for, the evidence naming the todo's
+// unmet criteria, and the handoff of the todo to another agent.
 func Commands(d quota.Decision, turnInstanceID string) []string {
 	g, a, t := d.GoalID, d.AgentID, turnInstanceID
 	todo := "X"
+	criteria := ""
 	if d.SelectedTodo != nil {
 		todo = strconv.FormatInt(d.SelectedTodo.ID, 10)
+		for _, c := range store.Unmet(d.SelectedTodo.Criteria) {
+			criteria += " --criterion " + c.ID
+		}
 	}
-	return []string{
-		"loopx inbox drain --goal-id " + g + " --agent-id " + a,
-		"loopx todo claim --goal-id " + g + " --todo-id " + todo + " --agent-id " + a,
-		"loopx todo update --goal-id " + g + " --todo-id " + todo + " --agent-id " + a + " --status done",
-		"loopx evidence add --goal-id " + g + " --agent-id " + a + " --todo-id " + todo + " --summary '...'",
-		"loopx gate ask --goal-id " + g + " --agent-id " + a + " --question '...' --option approve --option reject",
-		"loopx inbox reply --goal-id " + g + " --agent-id " + a + " --item N --text '...'",
-		"loopx refresh-state --goal-id " + g + " --agent-id " + a + " --turn-instance-id " + t + " --next-action '...'",
-		"loopx quota spend-slot --goal-id " + g + " --agent-id " + a + " --turn-instance-id " + t + " --todo-id " + todo,
+	var out []string
+	if c := d.Continuation; c != nil {
+		out = append(out, "loopx ack --goal-id "+g+" --agent-id "+a+" --handoff-id "+strconv.FormatInt(c.ID, 10))
 	}
+	if oc := d.ObjectiveChanged; oc != nil {
+		out = append(out, "loopx ack --goal-id "+g+" --agent-id "+a+" --decision-id "+strconv.FormatInt(oc.DecisionID, 10))
+	}
+	return append(out,
+		"loopx inbox drain --goal-id "+g+" --agent-id "+a,
+		"loopx todo claim --goal-id "+g+" --todo-id "+todo+" --agent-id "+a,
+		"loopx todo update --goal-id "+g+" --todo-id "+todo+" --agent-id "+a+" --status done",
+		"loopx evidence add --goal-id "+g+" --agent-id "+a+" --todo-id "+todo+criteria+" --summary '...'",
+		"loopx gate ask --goal-id "+g+" --agent-id "+a+" --question '...' --option approve --option reject",
+		"loopx inbox reply --goal-id "+g+" --agent-id "+a+" --item N --text '...'",
+		"loopx todo handoff --goal-id "+g+" --todo-id "+todo+" --agent-id "+a+" --to AGENT --note '...' --next '...'",
+		"loopx refresh-state --goal-id "+g+" --agent-id "+a+" --turn-instance-id "+t+" --next-action '...'",
+		"loopx quota spend-slot --goal-id "+g+" --agent-id "+a+" --turn-instance-id "+t+" --todo-id "+todo,
+	)
 }
 
 // prepare builds the turn packet and the prompt, and issues the turn token (valid until the
@@ -117,6 +140,7 @@ func (b Base) prepare(ctx context.Context, job scheduler.Job, deadline time.Time
 		TurnID: job.Turn.ID, TurnInstanceID: job.Turn.InstanceID, Deadline: deadline,
 		Goal:      PacketGoal{Title: goal.Title, Objective: goal.Objective, Lang: goal.Lang},
 		ShouldRun: job.Decision, Commands: Commands(job.Decision, job.Turn.InstanceID),
+		Contract: job.Decision.Contract, Continuation: job.Decision.Continuation, ObjectiveChanged: job.Decision.ObjectiveChanged,
 	}
 	if b.Files != nil {
 		files, err := b.Files.PendingFiles(ctx, job.Turn.GoalID, job.Turn.AgentID)
@@ -129,16 +153,11 @@ func (b Base) prepare(ctx context.Context, job scheduler.Job, deadline time.Time
 		p.Files = files
 	}
 	d := job.Decision
-	data := map[string]any{
-		"AgentID": p.AgentID, "GoalID": p.GoalID, "GoalTitle": goal.Title, "TurnInstanceID": p.TurnInstanceID,
-		"Deadline": deadline.UTC().Format(time.RFC3339), "Objective": goal.Objective,
-		"Action": d.EffectiveAction, "Reason": d.Reason, "NextAction": d.NextAction,
-		"TodoID": int64(0), "TodoPriority": 0, "TodoText": "",
-		"InboxPending": d.Inbox.Pending, "InboxSteer": d.Inbox.Steer, "GatesOpen": len(d.Gates.Open),
-		"Commands": p.Commands, "Via": "cli",
-	}
-	if d.SelectedTodo != nil {
-		data["TodoID"], data["TodoPriority"], data["TodoText"] = d.SelectedTodo.ID, d.SelectedTodo.Priority, d.SelectedTodo.Text
+	data := d.PromptData()
+	for k, v := range map[string]any{"AgentID": p.AgentID, "GoalID": p.GoalID, "GoalTitle": goal.Title,
+		"TurnInstanceID": p.TurnInstanceID, "Deadline": deadline.UTC().Format(time.RFC3339), "Objective": goal.Objective,
+		"Commands": p.Commands, "Via": "cli"} {
+		data[k] = v
 	}
 	p.Prompt, err = b.Templates.Text(goal.Lang, "turn_prompt", data)
 	if err != nil {

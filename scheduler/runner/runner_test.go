@@ -48,11 +48,18 @@ type testBundle struct {
 // future so the turn lease (fake clock) is later than the real time the runners use.
 func setup(t *testing.T, kind string, settings any, stallTurns int) *testBundle {
 	t.Helper()
+	return setupGoal(t, kind, settings, store.CreateGoalParams{StallTurns: &stallTurns})
+}
+
+// setupGoal is setup with more of the goal given (its contract).
+func setupGoal(t *testing.T, kind string, settings any, goal store.CreateGoalParams) *testBundle {
+	t.Helper()
 	ctx := t.Context()
 	c := storetest.NewClock(time.Now().UTC().Truncate(time.Minute).Add(time.Hour + 50*time.Second))
 	st := storetest.New(t, store.Options{Now: c.Now})
-	_, err := st.CreateGoal(ctx, store.CreateGoalParams{ID: "g", Title: "Test goal", Objective: "Prove the runner.",
-		Owners: []string{"ou_owner"}, HeartbeatSpec: "* * * * *", HeartbeatTZ: "UTC", StallTurns: &stallTurns, Meta: admin})
+	goal.ID, goal.Title, goal.Objective, goal.Owners = "g", "Test goal", "Prove the runner.", []string{"ou_owner"}
+	goal.HeartbeatSpec, goal.HeartbeatTZ, goal.Meta = "* * * * *", "UTC", admin
+	_, err := st.CreateGoal(ctx, goal)
 	require.NoError(t, err)
 	raw, err := json.Marshal(settings)
 	require.NoError(t, err)
