@@ -44,7 +44,10 @@ import (
 // beside pgbench committing the same rows at the same rate. Events go through the real router to
 // benchGoals bound goals; LOOPX_BENCH_HANDLER=standin uses the lighter test stand-in, =noop
 // the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
-// results table; LOOPX_BENCH_SENDERS=1,8 runs only those phases; LOOPX_BENCH_EVENTS=n sends n events per sender (default 400; past the inbox bound of the bench goals events become refusals); BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost.
+// results table; LOOPX_BENCH_SENDERS=1,8 runs only those phases; LOOPX_BENCH_EVENTS=n sends n events per sender (default 400; past the inbox bound of the bench goals events become refusals); BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost;
+// LOOPX_BENCH_PPROF=<dir> (with LOOPX_BENCH_SERVE) writes serve's CPU and allocation profiles of
+// each phase's first LOOPX_BENCH_PPROF_SECONDS (default 10) there, cpu-<senders>.pprof and
+// allocs-<senders>.pprof: make the phase longer than that with LOOPX_BENCH_EVENTS.
 //
 // LOOPX_BENCH_SERVE=<absolute path to a loopx binary> pushes the same events to a real
 // `loopx serve` child (HTTP transport, Lark sandbox in this process for the tenant token, bot
@@ -195,6 +198,10 @@ func TestIngestBenchmark(t *testing.T) {
 		if c == 8 && tgt.serve != nil {
 			probes = startSendProbe(t, st, tgt.sb)
 		}
+		var profiling *serveProfiles
+		if dir := os.Getenv("LOOPX_BENCH_PPROF"); dir != "" && tgt.serve != nil {
+			profiling = startProfiles(t, tgt.serve.profileURL(), dir, c)
+		}
 		cpu0 := readCPU(servePID)
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -212,6 +219,9 @@ func TestIngestBenchmark(t *testing.T) {
 		wg.Wait()
 		elapsed := time.Since(start)
 		cpu := readCPU(servePID).sub(cpu0)
+		if profiling != nil {
+			profiling.wait(t)
+		}
 		if probes != nil {
 			probeReport = probes.finish(t)
 		}
