@@ -262,15 +262,10 @@ func NewSender(cli *Client, ob Outbox, lim Limiter, opts SenderOptions) (*Sender
 	return s, nil
 }
 
-// Wake makes the sender look for due rows now; call it after committing outbox rows in this
-// process (the outbox notification covers other processes).
-func (s *Sender) Wake() { s.poke() }
-
-// poke wakes every lane.
-func (s *Sender) poke() {
-	s.pokeLane(LaneMessages)
-	s.pokeLane(LaneReactions)
-}
+// WakeLane makes the sender look for due rows of lane l now; call it after committing outbox
+// rows of that lane in this process (the outbox notification covers other processes). Only
+// the lanes that got rows are woken: waking another costs it a claim that finds nothing.
+func (s *Sender) WakeLane(l Lane) { s.pokeLane(l) }
 
 func (s *Sender) pokeLane(l Lane) {
 	select {

@@ -70,6 +70,11 @@ type Options struct {
 	// eventType is Lark's ("im.message.receive_v1", "card.action.trigger"); ctx is the
 	// call's. The entry points still return nil for a duplicate; this is for metrics.
 	OnDuplicate func(ctx context.Context, eventType string)
+	// OnCommit, when set, is told after an entry point committed an effect which kinds of
+	// outbox rows it may have queued, so that the sender of this process looks at once where
+	// something can have changed (the fast path queues the receipt reaction alone). Nothing is
+	// told for what commits nothing: a duplicate, a message not for the bot, a failure.
+	OnCommit func(ctx context.Context, q Queued)
 	// Changes is the change kernel protected commands propose through (/budget, /pause, ...).
 	// Required: the process's one kernel.
 	Changes *change.Kernel
@@ -81,6 +86,19 @@ type Options struct {
 	SignInLink func(ctx context.Context, db store.DB, p store.SignInParams) (string, error)
 	// TurnURL is the workspace page of a turn, which /runs links; nil: no links.
 	TurnURL func(goalID string, turnID int64) string
+}
+
+// Queued says which kinds of outbox rows a committed event may have queued (Options.OnCommit).
+type Queued struct {
+	Messages  bool // replies, cards or card updates
+	Reactions bool // the receipt reaction
+}
+
+// committed tells Options.OnCommit.
+func (c *Chat) committed(ctx context.Context, q Queued) {
+	if c.opts.OnCommit != nil {
+		c.opts.OnCommit(ctx, q)
+	}
 }
 
 // Chat turns chat messages and card clicks into authorized operations. It is safe for
@@ -182,10 +200,12 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 		return nil // bots, this one included, never drive the router
 	}
 	if c.enqueueFast(ctx, m) {
+		c.committed(ctx, Queued{Reactions: true})
 		return nil
 	}
-	var dup bool
+	var dup, handled bool
 	err := c.st.WithTx(ctx, func(tx *store.Tx) error {
+		handled = false
 		fresh, err := store.LockLarkMessage(ctx, tx, m.MessageID)
 		dup = err == nil && !fresh
 		if err != nil || !fresh {
@@ -199,6 +219,7 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 		if err := h.handle(ctx); err != nil {
 			return err
 		}
+		handled = true
 		return store.RecordLarkMessage(ctx, tx, m.MessageID, eventMessage)
 	})
 	if err != nil {
@@ -212,6 +233,9 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	}
 	if dup {
 		c.duplicate(ctx, eventMessage)
+	}
+	if handled {
+		c.committed(ctx, Queued{Messages: true, Reactions: true})
 	}
 	return nil
 }
@@ -468,6 +492,8 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 	}
 	if dup {
 		c.duplicate(ctx, eventCardAction)
+	} else {
+		c.committed(ctx, Queued{Messages: true, Reactions: true})
 	}
 	return res, nil
 }
