@@ -185,13 +185,7 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	if err := store.CheckEventID(store.MessageEventID(m.MessageID)); err != nil {
 		return fmt.Errorf("%w: message_id is too long or not UTF-8 text", ErrUnusable)
 	}
-	ids := map[string]string{"chat_id": m.ChatID, "root_id": m.RootID, "parent_id": m.ParentID,
-		"thread_id": m.ThreadID, "sender_id": m.SenderID}
-	for i, mn := range m.Mentions {
-		ids[fmt.Sprintf("mentions[%d].open_id", i)] = mn.OpenID
-		ids[fmt.Sprintf("mentions[%d].key", i)] = mn.Key
-	}
-	if err := store.CheckLarkIDs(ids); err != nil {
+	if err := checkMessageIDs(m); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnusable, err)
 	}
 	// PostgreSQL text cannot hold NUL; a person cannot type one, so it stands for nothing.
@@ -236,6 +230,26 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	}
 	if handled {
 		c.committed(ctx, Queued{Messages: true, Reactions: true})
+	}
+	return nil
+}
+
+// checkMessageIDs checks every Lark id of m the database stores (store.CheckLarkID), naming
+// the first that does not fit; the names are built only then.
+func checkMessageIDs(m Message) error {
+	for _, id := range [...]struct{ field, v string }{{"chat_id", m.ChatID}, {"root_id", m.RootID},
+		{"parent_id", m.ParentID}, {"thread_id", m.ThreadID}, {"sender_id", m.SenderID}} {
+		if err := store.CheckLarkID(id.field, id.v); err != nil {
+			return err
+		}
+	}
+	for i, mn := range m.Mentions {
+		if store.CheckLarkID("", mn.OpenID) != nil {
+			return store.CheckLarkID(fmt.Sprintf("mentions[%d].open_id", i), mn.OpenID)
+		}
+		if store.CheckLarkID("", mn.Key) != nil {
+			return store.CheckLarkID(fmt.Sprintf("mentions[%d].key", i), mn.Key)
+		}
 	}
 	return nil
 }
