@@ -151,6 +151,7 @@ type serveProfiles struct {
 func startProfiles(t *testing.T, base, dir string, senders int) *serveProfiles {
 	t.Helper()
 	require.NotEmpty(t, base, "serve was started without LOOPX_TEST_PPROF")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
 	secs := cmp.Or(os.Getenv("LOOPX_BENCH_PPROF_SECONDS"), "10")
 	p := &serveProfiles{}
 	for i, kind := range [2]struct{ endpoint, file string }{{"profile", "cpu"}, {"allocs", "allocs"}} {
