@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
@@ -198,8 +199,7 @@ func (in *Intake) authenticate(r *http.Request, body []byte, plainBuf *[]byte) (
 	f, err = decodeFrame(plain)
 	if err != nil {
 		// What a wrong key decrypts to is rarely JSON: that is a key mismatch, not a bad event.
-		var syntax *jsontext.SyntacticError
-		if in.cfg.EncryptKey != "" && errors.As(err, &syntax) {
+		if in.cfg.EncryptKey != "" && isSyntaxError(err) {
 			return nil, nil, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
 		}
 		// An event whose fields have the wrong types is still Lark's when it is signed, or when
@@ -221,6 +221,15 @@ func (in *Intake) authenticate(r *http.Request, body []byte, plainBuf *[]byte) (
 		return nil, nil, "bad_token", errors.New("no verification token configured for the URL challenge")
 	}
 	return plain, f, "", nil
+}
+
+// isSyntaxError reports whether err says the input is not JSON at all (rather than JSON of
+// the wrong shape). unmarshalJSON reports errors as encoding/json does, in the v1 types of
+// the JSON v2 module; its own syntactic error is checked too.
+func isSyntaxError(err error) bool {
+	var v1 *jsonv1.SyntaxError
+	var v2 *jsontext.SyntacticError
+	return errors.As(err, &v1) || errors.As(err, &v2)
 }
 
 // envelopeVerified reports whether plain's envelope (its header alone) decodes and carries
