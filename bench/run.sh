@@ -6,7 +6,8 @@
 # bot-ingest-inprocess.txt, bot-ingest.txt (through a real loopx serve),
 # bot-ingest-intake-only.txt (the intake with no database work) and workspace.json (the web
 # workspace at 10,000 goals: home, the goals list, a busy goal's page and a turn page, beside
-# a baseline page measured in the same run).
+# a baseline page measured in the same run) and surfaces.json (the permission gate, files through
+# the API and progress cards, each beside a baseline of the same run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
@@ -63,6 +64,10 @@ load "before intake alone"
 echo "== bot: the intake alone (verification, decryption, parsing; no database): the ceiling the ingest ratio is measured under" >&2
 LOOPX_BENCH=1 LOOPX_BENCH_HANDLER=noop LOOPX_BENCH_OUT="$PWD/bench/results/bot-ingest-intake-only.txt" go test -count=1 -run '^TestIngestBenchmark$' -timeout 600s ./bot/ >&2
 cat bench/results/bot-ingest-intake-only.txt >&2
+
+load "before surfaces"
+echo "== surfaces: the permission gate (100 concurrent loopx hook permission → card → click → answer, beside one hook alone and Lark's floor), a 10 MB file up and down through the API beside cp, the progress cards of 1,000 live turns within Lark's limits (counted by the sandbox)" >&2
+go run ./bench/surfaces -loopx bin/loopx -hooks "${BENCH_HOOKS:-100}" -turns "${BENCH_TURNS:-1000}" -out bench/results/surfaces.json >/dev/null
 
 load "before workspace"
 echo "== workspace: server time at 10,000 goals of what needs you, the goals list, a busy goal's page (200 todos, 500 turns) and a turn page, beside a baseline page, for an admin, an owner and a person on no goal" >&2

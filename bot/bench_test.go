@@ -44,7 +44,10 @@ import (
 // beside pgbench committing the same rows at the same rate. Events go through the real router to
 // benchGoals bound goals; LOOPX_BENCH_HANDLER=standin uses the lighter test stand-in, =noop
 // the intake alone. Run with LOOPX_BENCH=1 (make bench); LOOPX_BENCH_OUT names a file for the
-// results table; LOOPX_BENCH_SENDERS=1,8 runs only those phases; LOOPX_BENCH_EVENTS=n sends n events per sender (default 400; past the inbox bound of the bench goals events become refusals); BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost.
+// results table; LOOPX_BENCH_SENDERS=1,8 runs only those phases; LOOPX_BENCH_EVENTS=n sends n events per sender (default 400; past the inbox bound of the bench goals events become refusals); BENCH_NO_NOTIFY=1 drops the outbox NOTIFY trigger to measure its cost;
+// LOOPX_BENCH_PPROF=<dir> (with LOOPX_BENCH_SERVE) writes serve's CPU and allocation profiles of
+// each phase's first LOOPX_BENCH_PPROF_SECONDS (default 10) there, cpu-<senders>.pprof and
+// allocs-<senders>.pprof: make the phase longer than that with LOOPX_BENCH_EVENTS.
 //
 // LOOPX_BENCH_SERVE=<absolute path to a loopx binary> pushes the same events to a real
 // `loopx serve` child (HTTP transport, Lark sandbox in this process for the tenant token, bot
@@ -176,6 +179,7 @@ func TestIngestBenchmark(t *testing.T) {
 		perSender, err = strconv.Atoi(v)
 		require.NoError(t, err, "LOOPX_BENCH_EVENTS")
 	}
+	serveCPU, clientCPU, ratio := map[int]float64{}, map[int]float64{}, map[int]float64{} // by senders, for the summary
 	for _, c := range phases {
 		n := perSender * c
 		if c == 32 {
@@ -195,6 +199,10 @@ func TestIngestBenchmark(t *testing.T) {
 		if c == 8 && tgt.serve != nil {
 			probes = startSendProbe(t, st, tgt.sb)
 		}
+		var profiling *serveProfiles
+		if dir := os.Getenv("LOOPX_BENCH_PPROF"); dir != "" && tgt.serve != nil {
+			profiling = startProfiles(t, tgt.serve.profileURL(), dir, c)
+		}
 		cpu0 := readCPU(servePID)
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -212,6 +220,9 @@ func TestIngestBenchmark(t *testing.T) {
 		wg.Wait()
 		elapsed := time.Since(start)
 		cpu := readCPU(servePID).sub(cpu0)
+		if profiling != nil {
+			profiling.wait(t)
+		}
 		if probes != nil {
 			probeReport = probes.finish(t)
 		}
@@ -222,12 +233,22 @@ func TestIngestBenchmark(t *testing.T) {
 		effectTPS, client := runPgbench(t, pgbench, url, effectScript, c, n, "-M", "prepared")
 		pgCPU := readCPU(0).sub(pg0).postgres
 		effectRows += n / c * c
+		serveCPU[c], clientCPU[c], ratio[c] = perEvent(cpu.serve, n), perEvent(client, n/c*c), 100*rate/effectTPS
 		fmt.Fprintf(&out, "%-8d %8d %12.0f %10s %10s %14.0f %7.0f%% %14.0f %7.0f%%   %.0f, %.0f, %.0f   %.0f, %.0f\n", c, n, rate,
 			lat[n/2].Round(10*time.Microsecond), lat[n*99/100].Round(10*time.Microsecond), tps, 100*rate/tps,
 			effectTPS, 100*rate/effectTPS, perEvent(cpu.serve, n), perEvent(cpu.postgres, n), perEvent(cpu.self, n),
 			perEvent(pgCPU, n/c*c), perEvent(client, n/c*c))
 	}
 
+	if s8, ok := serveCPU[8]; ok && tgt.serve != nil {
+		// The figures issue 27's acceptance names, side by side.
+		fmt.Fprintf(&out, "serve CPU per event at 8 senders: %.0f µs (target ≤ 150), %.1f× pgbench's client CPU per transaction (%.0f µs; target ≤ 2×); ingest %.0f%% of same-rows pgbench (target ≥ 100%%)\n",
+			s8, s8/max(clientCPU[8], 1), clientCPU[8], ratio[8])
+		if s1, ok := serveCPU[1]; ok {
+			fmt.Fprintf(&out, "serve CPU per event at 1 sender: %.0f µs, %.1f× the 8-sender figure (target ≤ 2×); ingest %.0f%% of same-rows pgbench (target ≥ 60%%)\n",
+				s1, s1/max(s8, 1), ratio[1])
+		}
+	}
 	if tgt.serve != nil {
 		fmt.Fprint(&out, probeReport)
 		fmt.Fprint(&out, receiptLatency(t, st, tgt.sb, build, push))

@@ -47,3 +47,16 @@ func FuzzDecryptEvent(f *testing.F) {
 		}
 	})
 }
+
+// What a wrong key decrypts to is garbage, not JSON: the decode says so as a syntax error
+// (the intake refuses it as bad_encryption), and JSON of the wrong shape is not one.
+func TestDecodeTellsGarbageFromTheWrongShape(t *testing.T) {
+	for _, garbage := range []string{"{\x8f\x01\x02}", `{"a": 1,, }`, `{"a":"b"}}x{`, "{\xff\xfe"} {
+		_, err := decodeFrame([]byte(garbage))
+		require.Error(t, err, "%q", garbage)
+		require.True(t, isSyntaxError(err), "%q: %T %v", garbage, err, err)
+	}
+	_, err := decodeFrame([]byte(`{"header": 5}`))
+	require.Error(t, err)
+	require.False(t, isSyntaxError(err), "%T %v", err, err)
+}

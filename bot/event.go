@@ -1,11 +1,13 @@
 package bot
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"loopx/router"
 )
@@ -31,9 +33,11 @@ type frameHeader struct {
 
 // messageBody is the part of im.message.receive_v1's event LoopX reads. Other events' bodies
 // share the member name "event"; their fields are not these and are ignored here.
+// Members read only for their strings are values, not pointers: an absent one reads as empty
+// either way, and a value costs no allocation.
 type messageBody struct {
-	Sender *struct {
-		SenderID *struct {
+	Sender struct {
+		SenderID struct {
 			OpenID string `json:"open_id"`
 		} `json:"sender_id"`
 		SenderType string `json:"sender_type"`
@@ -50,7 +54,7 @@ type messageBody struct {
 		CreateTime  string `json:"create_time"`
 		Mentions    []*struct {
 			Key string `json:"key"`
-			ID  *struct {
+			ID  struct {
 				OpenID string `json:"open_id"`
 			} `json:"id"`
 			Name string `json:"name"`
@@ -77,10 +81,19 @@ func (f *frame) token() string {
 // decodeFrame decodes plain, the callback's JSON, in one pass.
 func decodeFrame(plain []byte) (*frame, error) {
 	f := new(frame)
-	if err := json.Unmarshal(plain, f); err != nil {
+	if err := unmarshalJSON(plain, f); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// unmarshalJSON decodes what Lark sends with the JSON v2 decoder set to encoding/json's
+// semantics (names matched without regard to case, duplicate names and invalid UTF-8
+// accepted as v1 accepts them): the same answers as json.Unmarshal, from one pass over
+// the input and fewer allocations instead of a validating scan followed by a reflective
+// decode (the intake's largest cost per event).
+func unmarshalJSON(data []byte, v any) error {
+	return jsonv2.Unmarshal(data, v, jsonv1.DefaultOptionsV1())
 }
 
 // message turns a message event into the router's message: plain text for text and post
@@ -108,12 +121,8 @@ func (f *frame) message() (router.Message, error) {
 	if ms, err := strconv.ParseInt(msg.CreateTime, 10, 64); err == nil {
 		m.At = time.UnixMilli(ms).UTC()
 	}
-	if s := f.Event.Sender; s != nil {
-		if s.SenderID != nil {
-			m.SenderID = s.SenderID.OpenID
-		}
-		m.SenderIsBot = s.SenderType == "app" || s.SenderType == "bot"
-	}
+	m.SenderID = f.Event.Sender.SenderID.OpenID
+	m.SenderIsBot = f.Event.Sender.SenderType == "app" || f.Event.Sender.SenderType == "bot"
 	if len(msg.Mentions) > 0 {
 		m.Mentions = make([]router.Mention, 0, len(msg.Mentions))
 	}
@@ -121,11 +130,7 @@ func (f *frame) message() (router.Message, error) {
 		if mn == nil {
 			continue
 		}
-		x := router.Mention{Key: mn.Key, Name: mn.Name}
-		if mn.ID != nil {
-			x.OpenID = mn.ID.OpenID
-		}
-		m.Mentions = append(m.Mentions, x)
+		m.Mentions = append(m.Mentions, router.Mention{Key: mn.Key, Name: mn.Name, OpenID: mn.ID.OpenID})
 	}
 	text, err := contentText(msg.MessageType, msg.Content)
 	if err != nil {

@@ -14,9 +14,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
@@ -40,7 +44,11 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"msg": "use POST"})
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxCallbackBody+1))
+	// The body and its plaintext live in pooled buffers until the answer is written: nothing
+	// decoded from them keeps a reference (decoding copies every string out).
+	bufs := in.bufs.get()
+	defer in.bufs.put(bufs)
+	body, err := readBody(r.Body, &bufs.body)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"msg": "read body failed"})
 		return
@@ -51,7 +59,7 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"msg": "rejected: body larger than 1 MiB"})
 		return
 	}
-	plain, f, reason, err := in.authenticate(r, body)
+	plain, f, reason, err := in.authenticate(r, body, &bufs.plain)
 	if errors.Is(err, errVerifiedMalformed) {
 		in.malformed(ctx, w, TransportHTTP, "event", err)
 		return
@@ -77,10 +85,10 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 	switch f.eventType() {
 	case eventMessage:
 		if err := in.onMessage(ctx, f); err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"msg": "not processed, retry later"})
+			writeBody(w, http.StatusInternalServerError, answerRetry)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"msg": "success"})
+		writeBody(w, http.StatusOK, answerSuccess)
 		return
 	case eventCardAction:
 		var ev callback.CardActionTriggerEvent
@@ -101,12 +109,64 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"msg": "ignored"})
 	case err != nil:
 		// Not committed: a non-2xx answer makes Lark push the event again.
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"msg": "not processed, retry later"})
+		writeBody(w, http.StatusInternalServerError, answerRetry)
 	case result != nil:
 		writeJSON(w, http.StatusOK, result)
 	default:
-		writeJSON(w, http.StatusOK, map[string]string{"msg": "success"})
+		writeBody(w, http.StatusOK, answerSuccess)
 	}
+}
+
+// The answers every event gets, encoded once.
+const (
+	answerSuccess = `{"msg":"success"}`
+	answerRetry   = `{"msg":"not processed, retry later"}`
+)
+
+// callbackBuffers are one callback's body and plaintext, reused across callbacks.
+type callbackBuffers struct{ body, plain []byte }
+
+// bufferPool hands out callbackBuffers. Buffers that grew past keepBuffer (a body near the
+// 1 MiB bound) are dropped rather than kept for every later callback.
+type bufferPool struct{ p sync.Pool }
+
+const keepBuffer = 64 << 10
+
+func (b *bufferPool) get() *callbackBuffers {
+	if v, ok := b.p.Get().(*callbackBuffers); ok {
+		return v
+	}
+	return &callbackBuffers{body: make([]byte, 0, 4096), plain: make([]byte, 0, 4096)}
+}
+
+func (b *bufferPool) put(c *callbackBuffers) {
+	if cap(c.body) > keepBuffer || cap(c.plain) > keepBuffer {
+		return
+	}
+	c.body, c.plain = c.body[:0], c.plain[:0]
+	b.p.Put(c)
+}
+
+// readBody reads r into *buf (grown as needed, kept for reuse) up to maxCallbackBody+1 bytes,
+// so that a longer body is seen as too large.
+func readBody(r io.Reader, buf *[]byte) ([]byte, error) {
+	b := (*buf)[:0]
+	for len(b) <= maxCallbackBody {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):min(cap(b), maxCallbackBody+1)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*buf = b
+			return nil, err
+		}
+	}
+	*buf = b
+	return b, nil
 }
 
 // authenticate returns the plaintext event after checking what the configuration allows:
@@ -114,7 +174,7 @@ func (in *Intake) serveCallback(w http.ResponseWriter, r *http.Request) {
 // does not sign the URL-verification challenge, which the verification token then covers);
 // with a verification token, the token inside the event must match. It returns the plaintext
 // parsed into env too: the event is parsed once here, not again by the caller.
-func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, f *frame, reason string, err error) {
+func (in *Intake) authenticate(r *http.Request, body []byte, plainBuf *[]byte) (plain []byte, f *frame, reason string, err error) {
 	plain = body
 	signed := false
 	if in.cfg.EncryptKey != "" {
@@ -130,7 +190,7 @@ func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, f *f
 			}
 			signed = true
 		}
-		p, err := openEvent(enc, in.block)
+		p, err := openEvent(plainBuf, enc, in.block)
 		if err != nil {
 			return nil, nil, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
 		}
@@ -139,8 +199,7 @@ func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, f *f
 	f, err = decodeFrame(plain)
 	if err != nil {
 		// What a wrong key decrypts to is rarely JSON: that is a key mismatch, not a bad event.
-		var syntax *json.SyntaxError
-		if in.cfg.EncryptKey != "" && errors.As(err, &syntax) {
+		if in.cfg.EncryptKey != "" && isSyntaxError(err) {
 			return nil, nil, "bad_encryption", errors.New("cannot decrypt with the encrypt key")
 		}
 		// An event whose fields have the wrong types is still Lark's when it is signed, or when
@@ -164,6 +223,15 @@ func (in *Intake) authenticate(r *http.Request, body []byte) (plain []byte, f *f
 	return plain, f, "", nil
 }
 
+// isSyntaxError reports whether err says the input is not JSON at all (rather than JSON of
+// the wrong shape). unmarshalJSON reports errors as encoding/json does, in the v1 types of
+// the JSON v2 module; its own syntactic error is checked too.
+func isSyntaxError(err error) bool {
+	var v1 *jsonv1.SyntaxError
+	var v2 *jsontext.SyntacticError
+	return errors.As(err, &v1) || errors.As(err, &v2)
+}
+
 // envelopeVerified reports whether plain's envelope (its header alone) decodes and carries
 // the verification token.
 func (in *Intake) envelopeVerified(plain []byte) bool {
@@ -174,7 +242,7 @@ func (in *Intake) envelopeVerified(plain []byte) bool {
 		Token  string       `json:"token"`
 		Header *frameHeader `json:"header"`
 	}
-	if json.Unmarshal(plain, &env) != nil {
+	if unmarshalJSON(plain, &env) != nil {
 		return false
 	}
 	tok := env.Token
@@ -185,23 +253,24 @@ func (in *Intake) envelopeVerified(plain []byte) bool {
 }
 
 // encryptedField is the "encrypt" member of an encrypted callback's body. Lark sends exactly
-// {"encrypt":"<base64>"}, read here without a JSON decode; any other shape is decoded.
-func encryptedField(body []byte) (string, bool) {
+// {"encrypt":"<base64>"}, read here without a JSON decode or a copy; any other shape is
+// decoded.
+func encryptedField(body []byte) ([]byte, bool) {
 	b := bytes.TrimSpace(body)
 	const pre, post = `{"encrypt":"`, `"}`
 	if bytes.HasPrefix(b, []byte(pre)) && bytes.HasSuffix(b, []byte(post)) {
 		v := b[len(pre) : len(b)-len(post)]
 		if len(v) > 0 && bytes.IndexAny(v, `"\`) < 0 {
-			return string(v), true
+			return v, true
 		}
 	}
 	var outer struct {
 		Encrypt string `json:"encrypt"`
 	}
-	if json.Unmarshal(body, &outer) != nil || outer.Encrypt == "" {
-		return "", false
+	if unmarshalJSON(body, &outer) != nil || outer.Encrypt == "" {
+		return nil, false
 	}
-	return outer.Encrypt, true
+	return []byte(outer.Encrypt), true
 }
 
 // checkFresh refuses a callback whose X-Lark-Request-Timestamp lies outside the window
@@ -270,6 +339,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
+// writeBody answers status with a JSON body encoded beforehand.
+func writeBody(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
 // sdkLogger routes the SDK's log lines to slog.
 type sdkLogger struct{ l *slog.Logger }
 
@@ -301,16 +377,21 @@ func decryptEvent(encrypted, key string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decrypt event: %w", err)
 	}
-	return openEvent(encrypted, block)
+	var buf []byte
+	return openEvent(&buf, []byte(encrypted), block)
 }
 
-// openEvent decrypts an encrypted event with block: base64 of a 16-byte IV and the event
-// encrypted with AES-256-CBC, padded; the JSON object inside is returned.
-func openEvent(encrypted string, block cipher.Block) ([]byte, error) {
-	buf, err := base64.StdEncoding.DecodeString(encrypted)
+// openEvent decrypts an encrypted event with block into *dst (grown as needed, kept for
+// reuse): base64 of a 16-byte IV and the event encrypted with AES-256-CBC, padded; the JSON
+// object inside is returned, a slice of *dst.
+func openEvent(dst *[]byte, encrypted []byte, block cipher.Block) ([]byte, error) {
+	buf := slices.Grow((*dst)[:0], base64.StdEncoding.DecodedLen(len(encrypted)))
+	*dst = buf
+	n, err := base64.StdEncoding.Decode(buf[:cap(buf)], encrypted)
 	if err != nil {
 		return nil, fmt.Errorf("decode encrypted event: %w", err)
 	}
+	buf = buf[:n]
 	if len(buf) < 2*aes.BlockSize || len(buf)%aes.BlockSize != 0 {
 		return nil, fmt.Errorf("encrypted event is %d bytes, not an IV and whole AES blocks", len(buf))
 	}

@@ -53,6 +53,7 @@ type Intake struct {
 	wsOpts  WSOptions
 	disp    *dispatcher.EventDispatcher
 	block   cipher.Block // the encrypt key's AES block; nil without an encrypt key
+	bufs    bufferPool   // callback bodies and plaintexts, reused
 
 	connected    atomic.Bool
 	lastActivity atomic.Int64 // unix nanos of the last WS event or (re)connect
@@ -265,7 +266,7 @@ func contentText(msgType, content string) (string, error) {
 		var c struct {
 			Text string `json:"text"`
 		}
-		if err := json.Unmarshal([]byte(content), &c); err != nil {
+		if err := unmarshalJSON([]byte(content), &c); err != nil {
 			return "", fmt.Errorf("text content is not JSON: %w", err)
 		}
 		return c.Text, nil

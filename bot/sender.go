@@ -174,8 +174,11 @@ type Sender struct {
 	log *slog.Logger
 	m   *Metrics
 	now func() time.Time
-	// wake has one channel per lane: a notification wakes both, a finished send its own.
-	wake [2]chan struct{}
+	// wake has one channel per lane, poked by notifications and WakeLane; freed says a send of
+	// the lane finished. A lane with every send slot taken waits on freed alone: a wake-up
+	// then could claim nothing, and during a burst of receipts (Lark takes 45 a second) there
+	// is one for every message received. The wake stays pending for when a slot frees.
+	wake, freed [2]chan struct{}
 
 	// unrecorded are rows Lark accepted whose MarkSent failed (the database was away): they
 	// are recorded at the next turn of the loop and before Release, so a shutdown never
@@ -249,7 +252,8 @@ func NewSender(cli *Client, ob Outbox, lim Limiter, opts SenderOptions) (*Sender
 		opts.RetryBase = 200 * time.Millisecond
 	}
 	s := &Sender{cli: cli, ob: ob, lim: lim, opt: opts, log: opts.Logger, m: opts.Metrics, now: opts.Now,
-		wake: [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}}
+		wake:  [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)},
+		freed: [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -262,19 +266,17 @@ func NewSender(cli *Client, ob Outbox, lim Limiter, opts SenderOptions) (*Sender
 	return s, nil
 }
 
-// Wake makes the sender look for due rows now; call it after committing outbox rows in this
-// process (the outbox notification covers other processes).
-func (s *Sender) Wake() { s.poke() }
+// WakeLane makes the sender look for due rows of lane l now; call it after committing outbox
+// rows of that lane in this process (the outbox notification covers other processes). Only
+// the lanes that got rows are woken: waking another costs it a claim that finds nothing.
+func (s *Sender) WakeLane(l Lane) { s.pokeLane(l) }
 
-// poke wakes every lane.
-func (s *Sender) poke() {
-	s.pokeLane(LaneMessages)
-	s.pokeLane(LaneReactions)
-}
+func (s *Sender) pokeLane(l Lane) { signalOnce(s.wake[l]) }
 
-func (s *Sender) pokeLane(l Lane) {
+// signalOnce leaves one token in c unless one is pending already.
+func signalOnce(c chan struct{}) {
 	select {
-	case s.wake[l] <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -346,7 +348,7 @@ func (s *Sender) runLane(ctx, sendCtx context.Context, lane Lane, concurrency in
 		for _, c := range claims {
 			sem <- struct{}{}
 			inflight.Go(func() {
-				defer func() { <-sem; s.pokeLane(lane) }()
+				defer func() { <-sem; signalOnce(s.freed[lane]) }()
 				s.deliver(sendCtx, c)
 			})
 		}
@@ -399,13 +401,18 @@ func (s *Sender) sleep(ctx context.Context, lane Lane, free int, rechecks []time
 			wait = min(wait, max(d, 5*time.Millisecond))
 		}
 	}
+	wake := s.wake[lane]
+	if free == 0 {
+		wake = nil // never ready: see Sender.freed
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-s.wake[lane]:
+	case <-wake:
 		now = s.now()
 		rechecks = append(rechecks[:0], now.Add(recheckSoon), now.Add(recheckLater))
+	case <-s.freed[lane]:
 	case <-t.C:
 	}
 	return rechecks

@@ -151,3 +151,36 @@ func TestFailedBatchLeavesNoCallerWaiting(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int32(16), failed.Load(), "every caller was answered with an error, so Lark redelivers")
 }
+
+// OnCommit is told what each committed message may have queued, and nothing for what committed
+// nothing: a message the fast path took queued its receipt reaction alone (so the sender's
+// message lane is not woken for it), the general path replies and receipts, a duplicate and a
+// message not for the bot nothing at all.
+func TestOnCommitSaysWhatWasQueued(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var told []router.Queued
+	e := setup(t, func(c *config) {
+		c.Router.OnCommit = func(_ context.Context, q router.Queued) {
+			mu.Lock()
+			told = append(told, q)
+			mu.Unlock()
+		}
+	})
+	take := func() []router.Queued {
+		mu.Lock()
+		defer mu.Unlock()
+		out := told
+		told = nil
+		return out
+	}
+	take() // the setup's /bind
+	plain := e.say(owner, "please refresh the changelog")
+	require.Equal(t, []router.Queued{{Reactions: true}}, take(), "the fast path queued the receipt alone")
+	require.Len(t, e.outbox(), 1)
+	e.say(owner, "/status")
+	require.Equal(t, []router.Queued{{Messages: true, Reactions: true}}, take(), "a command took the general path")
+	e.send(plain, false) // the same event again
+	e.send(router.Message{SenderID: owner, Text: "not for the bot"}, false)
+	require.Empty(t, take(), "a duplicate and a message not for the bot commit nothing")
+}

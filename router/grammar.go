@@ -170,7 +170,12 @@ func gateNumber(tok string) (string, bool) {
 // normalize maps the full-width forms Chinese input methods type (／ ＃ and the ideographic
 // space) to ASCII, so "／status ＃docs" works like "/status #docs".
 func normalize(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("／", "/", "＃", "#", "\u3000", " ").Replace(s))
+	// Most texts hold none of the full-width forms: building the replacer costs more than
+	// the rest of parsing, so it is built only for a text that needs it.
+	if strings.ContainsAny(s, "／＃\u3000") {
+		s = strings.NewReplacer("／", "/", "＃", "#", "\u3000", " ").Replace(s)
+	}
+	return strings.TrimSpace(s)
 }
 
 // Parse reads one chat text (bot mention already removed). Every text becomes a command, a

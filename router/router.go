@@ -70,6 +70,11 @@ type Options struct {
 	// eventType is Lark's ("im.message.receive_v1", "card.action.trigger"); ctx is the
 	// call's. The entry points still return nil for a duplicate; this is for metrics.
 	OnDuplicate func(ctx context.Context, eventType string)
+	// OnCommit, when set, is told after an entry point committed an effect which kinds of
+	// outbox rows it may have queued, so that the sender of this process looks at once where
+	// something can have changed (the fast path queues the receipt reaction alone). Nothing is
+	// told for what commits nothing: a duplicate, a message not for the bot, a failure.
+	OnCommit func(ctx context.Context, q Queued)
 	// Changes is the change kernel protected commands propose through (/budget, /pause, ...).
 	// Required: the process's one kernel.
 	Changes *change.Kernel
@@ -81,6 +86,19 @@ type Options struct {
 	SignInLink func(ctx context.Context, db store.DB, p store.SignInParams) (string, error)
 	// TurnURL is the workspace page of a turn, which /runs links; nil: no links.
 	TurnURL func(goalID string, turnID int64) string
+}
+
+// Queued says which kinds of outbox rows a committed event may have queued (Options.OnCommit).
+type Queued struct {
+	Messages  bool // replies, cards or card updates
+	Reactions bool // the receipt reaction
+}
+
+// committed tells Options.OnCommit.
+func (c *Chat) committed(ctx context.Context, q Queued) {
+	if c.opts.OnCommit != nil {
+		c.opts.OnCommit(ctx, q)
+	}
 }
 
 // Chat turns chat messages and card clicks into authorized operations. It is safe for
@@ -167,13 +185,7 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	if err := store.CheckEventID(store.MessageEventID(m.MessageID)); err != nil {
 		return fmt.Errorf("%w: message_id is too long or not UTF-8 text", ErrUnusable)
 	}
-	ids := map[string]string{"chat_id": m.ChatID, "root_id": m.RootID, "parent_id": m.ParentID,
-		"thread_id": m.ThreadID, "sender_id": m.SenderID}
-	for i, mn := range m.Mentions {
-		ids[fmt.Sprintf("mentions[%d].open_id", i)] = mn.OpenID
-		ids[fmt.Sprintf("mentions[%d].key", i)] = mn.Key
-	}
-	if err := store.CheckLarkIDs(ids); err != nil {
+	if err := checkMessageIDs(m); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnusable, err)
 	}
 	// PostgreSQL text cannot hold NUL; a person cannot type one, so it stands for nothing.
@@ -182,10 +194,12 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 		return nil // bots, this one included, never drive the router
 	}
 	if c.enqueueFast(ctx, m) {
+		c.committed(ctx, Queued{Reactions: true})
 		return nil
 	}
-	var dup bool
+	var dup, handled bool
 	err := c.st.WithTx(ctx, func(tx *store.Tx) error {
+		handled = false
 		fresh, err := store.LockLarkMessage(ctx, tx, m.MessageID)
 		dup = err == nil && !fresh
 		if err != nil || !fresh {
@@ -199,6 +213,7 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 		if err := h.handle(ctx); err != nil {
 			return err
 		}
+		handled = true
 		return store.RecordLarkMessage(ctx, tx, m.MessageID, eventMessage)
 	})
 	if err != nil {
@@ -212,6 +227,29 @@ func (c *Chat) HandleMessage(ctx context.Context, m Message) error {
 	}
 	if dup {
 		c.duplicate(ctx, eventMessage)
+	}
+	if handled {
+		c.committed(ctx, Queued{Messages: true, Reactions: true})
+	}
+	return nil
+}
+
+// checkMessageIDs checks every Lark id of m the database stores (store.CheckLarkID), naming
+// the first that does not fit; the names are built only then.
+func checkMessageIDs(m Message) error {
+	for _, id := range [...]struct{ field, v string }{{"chat_id", m.ChatID}, {"root_id", m.RootID},
+		{"parent_id", m.ParentID}, {"thread_id", m.ThreadID}, {"sender_id", m.SenderID}} {
+		if err := store.CheckLarkID(id.field, id.v); err != nil {
+			return err
+		}
+	}
+	for i, mn := range m.Mentions {
+		if store.CheckLarkID("", mn.OpenID) != nil {
+			return store.CheckLarkID(fmt.Sprintf("mentions[%d].open_id", i), mn.OpenID)
+		}
+		if store.CheckLarkID("", mn.Key) != nil {
+			return store.CheckLarkID(fmt.Sprintf("mentions[%d].key", i), mn.Key)
+		}
 	}
 	return nil
 }
@@ -468,6 +506,8 @@ func (c *Chat) HandleCardAction(ctx context.Context, a CardAction) (CardResult, 
 	}
 	if dup {
 		c.duplicate(ctx, eventCardAction)
+	} else {
+		c.committed(ctx, Queued{Messages: true, Reactions: true})
 	}
 	return res, nil
 }

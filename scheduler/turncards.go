@@ -42,24 +42,27 @@ const (
 // It returns how many turns it moved on.
 func (s *Scheduler) TurnCards(ctx context.Context) (int, error) {
 	total := 0
+	var after int64
 	for {
-		n, err := s.turnCardBatch(ctx)
+		n, last, full, err := s.turnCardBatch(ctx, after)
 		total += n
-		if err != nil || n < cardBatch {
+		if err != nil || !full {
 			return total, err
 		}
+		after = last // the next page: turns waiting on their chats' spacing stay behind
 	}
 }
 
-func (s *Scheduler) turnCardBatch(ctx context.Context) (int, error) {
-	worked := 0
-	err := s.st.WithTx(ctx, func(tx *store.Tx) error {
-		worked = 0
-		turns, err := store.LockTurnWork(ctx, tx, cardBatch)
+// turnCardBatch works on one page of turns after turn `after`; last is the page's last turn
+// and full whether the page was full (more may follow).
+func (s *Scheduler) turnCardBatch(ctx context.Context, after int64) (worked int, last int64, full bool, err error) {
+	err = s.st.WithTx(ctx, func(tx *store.Tx) error {
+		worked, last, full = 0, after, false
+		now := s.now()
+		turns, err := store.LockTurnWork(ctx, tx, after, now.Add(-cardElapsed), cardBatch)
 		if err != nil {
 			return err
 		}
-		now := s.now()
 		for _, t := range turns {
 			changed, err := s.turnCard(ctx, tx, t, now)
 			if err != nil {
@@ -68,14 +71,12 @@ func (s *Scheduler) turnCardBatch(ctx context.Context) (int, error) {
 			if changed {
 				worked++
 			}
+			last = t.ID
 		}
-		if len(turns) == cardBatch && worked == 0 {
-			// A full batch of cards all waiting on their chats' spacing: come back later.
-			return nil
-		}
+		full = len(turns) == cardBatch
 		return nil
 	})
-	return worked, err
+	return worked, last, full, err
 }
 
 // turnCard does what turn t's card needs now; changed reports whether anything moved on.

@@ -128,6 +128,10 @@ type Config struct {
 	// PgBouncer says whether DATABASE_URL goes through a pooler in transaction mode
 	// (LOOPX_PGBOUNCER: auto, the default, detects it; transaction; off).
 	PgBouncer string
+	// TestProfile, benchmarks only (LOOPX_TEST_PPROF): a loopback host:port where a second
+	// listener serves Go's profiles (net/http/pprof), apart from LOOPX_LISTEN and its
+	// authentication; "" = none, the default. Nothing of it runs unless it is set.
+	TestProfile string
 	// Web is the workspace served on the listener under /web/.
 	Web WebConfig
 	// Build is which binary this is (NewBuild): logged at start, answered by /healthz, told to
@@ -368,6 +372,15 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	cfg.PgBouncer = cmp.Or(strings.ToLower(strings.TrimSpace(getenv("LOOPX_PGBOUNCER"))), store.PoolerAuto)
 	if cfg.PgBouncer != store.PoolerAuto && cfg.PgBouncer != store.PoolerTransaction && cfg.PgBouncer != store.PoolerOff {
 		bad("LOOPX_PGBOUNCER", "%q is not auto, transaction or off", cfg.PgBouncer)
+	}
+	if v := getenv("LOOPX_TEST_PPROF"); v != "" {
+		checkAddr("LOOPX_TEST_PPROF", v)
+		if host, _, err := net.SplitHostPort(v); err == nil {
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				bad("LOOPX_TEST_PPROF", "%q is not a loopback address such as 127.0.0.1:6060; profiles are never served beyond this machine", v)
+			}
+		}
+		cfg.TestProfile = v
 	}
 	cfg.Web = WebConfig{Enabled: flag("LOOPX_WEB", true), URL: strings.TrimRight(getenv("LOOPX_WEB_URL"), "/")}
 	if v := cfg.Web.URL; v != "" {

@@ -72,6 +72,15 @@ func TestConfigOnOffSettingsAreStrict(t *testing.T) {
 		_, err := LoadConfig(env(map[string]string{"HOME": "/h", k: v}))
 		require.ErrorContains(t, err, k)
 	}
+	// Profiles are served on loopback only, and only when asked for.
+	require.Empty(t, cfg.TestProfile)
+	for _, v := range []string{"0.0.0.0:6060", "example.com:6060", "6060"} {
+		_, err := LoadConfig(env(map[string]string{"HOME": "/h", "LOOPX_TEST_PPROF": v}))
+		require.ErrorContains(t, err, "LOOPX_TEST_PPROF", v)
+	}
+	cfg, err = LoadConfig(env(map[string]string{"HOME": "/h", "LOOPX_TEST_PPROF": "127.0.0.1:6060"}))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:6060", cfg.TestProfile)
 	cfg, err = LoadConfig(env(map[string]string{"HOME": "/h", "LOOPX_JITTER_MAX": "interval"}))
 	require.NoError(t, err)
 	require.Equal(t, scheduler.SpreadInterval, cfg.Scheduler.MaxJitter)

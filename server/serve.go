@@ -184,6 +184,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen on LOOPX_LISTEN %s: %w", cfg.Listen, err)
 	}
 	comps = append(comps, httpComponent(lis, d.mux, logger))
+	if cfg.TestProfile != "" {
+		plis, err := net.Listen("tcp", cfg.TestProfile)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("listen on LOOPX_TEST_PPROF %s: %w", cfg.TestProfile, err)
+		}
+		logger.Warn("Go profiles are served for a benchmark", "address", plis.Addr().String())
+		comps = append(comps, profileComponent(plis, logger))
+	}
 	// Clients on this machine find the server (and its sandbox) by LOOPX_HOME from now on;
 	// the record goes first at a stop, before the listener and the database.
 	defer recordServing(d, lis)()

@@ -58,10 +58,32 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	}
 
 	metrics := bot.NewMetrics(d.registry)
+	registerOutboxGauges(d)
+	limits := bot.DefaultRateLimits
+	limits.Minute = d.cfg.Lark.TestMinute // 0 outside time-scaled tests: a minute
+	sender, err := bot.NewSender(client, larkstore.Outbox{Store: d.store}, larkstore.Limiter{Store: d.store}, bot.SenderOptions{
+		Owner: d.cfg.Replica + "/" + randomHex(3), Logger: logger, Metrics: metrics, Now: d.now,
+		Limits: limits,
+		// Leave the http component a second of the shutdown grace after the last send.
+		Grace: ShutdownGrace - 2*time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
 	chat, err := router.New(d.store, router.Options{
 		BotOpenID: botOpenID, Admins: d.cfg.Admins, Now: d.now, Templates: d.templates,
 		DefaultLang: d.cfg.Lang, Receipt: d.cfg.Receipt, Inbox: d.inbox,
 		Logger: d.logger.With("component", "router"), OnDuplicate: metrics.CountDuplicate,
+		// The sender looks at once at what an event queued, before the outbox notification
+		// arrives; a message the fast path took queued only its receipt reaction.
+		OnCommit: func(_ context.Context, q router.Queued) {
+			if q.Messages {
+				sender.WakeLane(bot.LaneMessages)
+			}
+			if q.Reactions {
+				sender.WakeLane(bot.LaneReactions)
+			}
+		},
 		Changes: d.changes, Cards: d.cards, SignInLink: signInLinks(d), TurnURL: turnURLs(d),
 		Advice: func(code int) string { hint, _ := bot.Advice(code); return hint },
 		Report: func(ctx context.Context, db store.DB, req router.ReportRequest) (bool, error) {
@@ -76,19 +98,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 		return nil, fmt.Errorf("create chat router: %w", err)
 	}
 
-	registerOutboxGauges(d)
-	limits := bot.DefaultRateLimits
-	limits.Minute = d.cfg.Lark.TestMinute // 0 outside time-scaled tests: a minute
-	sender, err := bot.NewSender(client, larkstore.Outbox{Store: d.store}, larkstore.Limiter{Store: d.store}, bot.SenderOptions{
-		Owner: d.cfg.Replica + "/" + randomHex(3), Logger: logger, Metrics: metrics, Now: d.now,
-		Limits: limits,
-		// Leave the http component a second of the shutdown grace after the last send.
-		Grace: ShutdownGrace - 2*time.Second,
-	})
-	if err != nil {
-		return nil, err
-	}
-	intake, err := bot.NewIntake(cfg, wakingHandler{chat, sender}, bot.IntakeOptions{Logger: logger, Metrics: metrics, Now: d.now,
+	intake, err := bot.NewIntake(cfg, chat, bot.IntakeOptions{Logger: logger, Metrics: metrics, Now: d.now,
 		MaxCallbackAge: d.cfg.Lark.CallbackMaxAge})
 	if err != nil {
 		return nil, err
@@ -181,29 +191,6 @@ func lookupBotOpenID(ctx context.Context, d *deps, client *bot.Client) (string, 
 		time.Sleep(time.Duration(attempt+1) * time.Second)
 	}
 	return "", fmt.Errorf("ask Lark for the bot's identity (check LARK_APP_ID, LARK_APP_SECRET, LARK_BASE_URL and that the app has the bot feature; or set LARK_BOT_OPEN_ID): %w", last)
-}
-
-// wakingHandler pokes the local sender after an event committed: the reply it queued goes out
-// at once even before the outbox notification arrives.
-type wakingHandler struct {
-	chat   *router.Chat
-	sender *bot.Sender
-}
-
-func (w wakingHandler) HandleMessage(ctx context.Context, m router.Message) error {
-	err := w.chat.HandleMessage(ctx, m)
-	if err == nil {
-		w.sender.Wake()
-	}
-	return err
-}
-
-func (w wakingHandler) HandleCardAction(ctx context.Context, a router.CardAction) (router.CardResult, error) {
-	res, err := w.chat.HandleCardAction(ctx, a)
-	if err == nil {
-		w.sender.Wake()
-	}
-	return res, err
 }
 
 // larkReady answers whether the Lark side can take events: the long connection is up, or the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -85,8 +86,9 @@ func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMe
 	// bound is checked against the snapshot, so concurrent writers at the bound may pass it by
 	// at most their number (as in InsertInboxItem); within one batch it is exact.
 	// The statement is planned once per connection (a generic plan): left to choose, the
-	// planner re-plans it for every batch size, which costs four times its execution. SET
-	// LOCAL keeps that choice to this transaction, and the batch is one round trip.
+	// planner re-plans it for every batch size, which costs four times its execution. The
+	// setting is local to this transaction (fastSettingsSQL, read when the next statement is
+	// bound), and the batch is one round trip.
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue bound messages: acquire connection: %w", mapErr(err))
@@ -95,8 +97,7 @@ func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMe
 	taken = make([]bool, n)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
-	b.Queue(messageLocksSQL, keys)
+	b.Queue(fastSettingsSQL+strings.TrimPrefix(messageLocksSQL, "SELECT "), keys)
 	b.Queue(enqueueFastSQL, chats, messages, senders, admins, modes, texts, uuids, reactions,
 		opts.MaxPending, opts.Receipt).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -124,6 +125,14 @@ func (s *Store) EnqueueFast(ctx context.Context, opts FastOptions, msgs []FastMe
 	}
 	return taken, nil
 }
+
+// fastSettingsSQL starts the statement that takes the messages' locks, so that it also sets,
+// for the batch's transaction only: the generic plan for enqueueFastSQL, and no 'reactions'
+// notification for the receipts it queues (migration 00151): the router wakes this
+// process's sender itself, and the notification told every replica and PostgreSQL of each
+// batch for nothing.
+const fastSettingsSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+	set_config('loopx.quiet_reactions', 'on', true), `
 
 // enqueueFastSQL is EnqueueFast's statement: $1..$8 are the messages' columns, $9 the inbox
 // bound, $10 the receipt reaction.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -201,4 +202,43 @@ func countRows(t *testing.T, st *store.Store, sql string) int {
 	var n int
 	require.NoError(t, st.DB().QueryRow(context.Background(), sql).Scan(&n))
 	return n
+}
+
+// The fast path's receipts notify no one (its process wakes its own sender), and the setting
+// that quiets them lasts only for the batch's transaction: a reaction written afterwards
+// notifies as before.
+func TestEnqueueFastReceiptsAreQuiet(t *testing.T) {
+	st := boundFixture(t)
+	ctx := t.Context()
+	woken := make(chan string, 16)
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- st.Listen(lctx, store.OutboxNotifyChannel, func(p string) { woken <- p }) }()
+	defer func() { cancel(); <-done }()
+	require.Empty(t, <-woken, "the initial wake after LISTEN")
+	for i := range 3 {
+		taken, err := st.EnqueueFast(ctx, fastOpts, []store.FastMessage{fastMsg(i+1, "oc_one", "ou_o")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, taken)
+	}
+	// Notifications arrive in commit order: a marker sent after the batches comes first only if
+	// they sent none. A reaction written the ordinary way afterwards still notifies.
+	next := func() string {
+		select {
+		case p := <-woken:
+			return p
+		case <-time.After(30 * time.Second):
+			t.Fatal("no notification")
+			return ""
+		}
+	}
+	_, err := st.DB().Exec(ctx, `SELECT pg_notify($1, 'marker')`, store.OutboxNotifyChannel)
+	require.NoError(t, err)
+	require.Equal(t, "marker", next(), "a fast-path batch notified")
+	_, err = st.DB().Exec(ctx, `INSERT INTO outbox (uuid, kind, receive_id, target_message, content) VALUES ('r-q', 'reaction', 'oc_one', 'om_1', 'OK')`)
+	require.NoError(t, err)
+	require.Equal(t, "reactions", next())
+	var n int
+	require.NoError(t, st.DB().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE kind = 'reaction'`).Scan(&n))
+	require.Equal(t, 4, n, "the batches queued their receipts")
 }

@@ -38,12 +38,20 @@ const MaxLarkIDLen = 200
 // UTF-8 text; empty ids pass (the caller says which are required).
 func CheckLarkIDs(ids map[string]string) error {
 	for field, id := range ids {
-		switch {
-		case len(id) > MaxLarkIDLen:
-			return Errorf(ErrInvalid, field, "is %d characters; at most %d", len(id), MaxLarkIDLen)
-		case !utf8.ValidString(id):
-			return Errorf(ErrInvalid, field, "is not valid UTF-8 text")
+		if err := CheckLarkID(field, id); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// CheckLarkID is CheckLarkIDs for one id, field naming it.
+func CheckLarkID(field, id string) error {
+	switch {
+	case len(id) > MaxLarkIDLen:
+		return Errorf(ErrInvalid, field, "is %d characters; at most %d", len(id), MaxLarkIDLen)
+	case !utf8.ValidString(id):
+		return Errorf(ErrInvalid, field, "is not valid UTF-8 text")
 	}
 	return nil
 }

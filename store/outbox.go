@@ -290,7 +290,7 @@ WITH lapsed AS (
 )`
 
 // ClaimOutbox claims up to limit due rows of one lane for owner until now()+lease, in one
-// short transaction. In the message lane only the oldest unfinished row of each chat
+// statement. In the message lane only the oldest unfinished row of each chat
 // (receive_id) is eligible, and only while no other row of that chat is claimed, so a chat's
 // messages are sent one at a time in commit (id) order whatever the number of senders. Rows
 // whose claim expired are claimable again.
@@ -309,44 +309,32 @@ func (s *Store) ClaimOutbox(ctx context.Context, lane OutboxLane, owner string, 
 	default:
 		return nil, Errorf(ErrInvalid, "lane", "unknown outbox lane %d", lane)
 	}
-	var out []OutboxClaim
-	err := s.WithTx(ctx, func(tx *Tx) error {
-		rows, err := tx.Query(ctx, pick+`
+	// One statement, one round trip: the sender claims at every wake-up. A card update's
+	// target is the card it patches, an earlier row of the same chat, which was sent (or
+	// failed) before this row could be a head, so the statement's snapshot holds its id.
+	rows, err := s.DB().Query(ctx, pick+`
 UPDATE outbox o
 SET state = 'sending', claimed_by = $2, claimed_until = now() + $3 * interval '1 microsecond'
 FROM picked
 WHERE o.id = picked.id
 RETURNING o.id, o.uuid, o.kind, o.receive_id_type, o.receive_id, o.reply_to, o.reply_in_thread,
-    coalesce(o.update_of, 0), o.target_message, o.content, o.attempts, o.created_at, picked.reclaimed`,
-			limit, owner, lease.Microseconds())
-		if err != nil {
-			return fmt.Errorf("claim outbox: %w", mapErr(err))
-		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxClaim, error) {
-			var c OutboxClaim
-			err := r.Scan(&c.ID, &c.UUID, &c.Kind, &c.ReceiveIDType, &c.ReceiveID, &c.ReplyTo,
-				&c.ReplyInThread, &c.UpdateOf, &c.TargetMessage, &c.Content, &c.Attempts, &c.CreatedAt, &c.Reclaimed)
-			return c, err
-		})
-		if err != nil {
-			return fmt.Errorf("read claimed outbox rows: %w", mapErr(err))
-		}
-		// A card update patches the Lark message of the card it updates; that card is an
-		// earlier row of the same chat, so it was sent (or failed) before this row was a head.
-		for i := range out {
-			c := &out[i]
-			if c.Kind != "card_update" || c.TargetMessage != "" || c.UpdateOf == 0 {
-				continue
-			}
-			err := tx.QueryRow(ctx, `SELECT lark_message_id FROM outbox WHERE id = $1`, c.UpdateOf).Scan(&c.TargetMessage)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("look up updated card %d: %w", c.UpdateOf, mapErr(err))
-			}
-		}
-		return nil
+    coalesce(o.update_of, 0),
+    CASE WHEN o.kind = 'card_update' AND o.target_message = '' AND o.update_of IS NOT NULL
+         THEN coalesce((SELECT u.lark_message_id FROM outbox u WHERE u.id = o.update_of), '')
+         ELSE o.target_message END,
+    o.content, o.attempts, o.created_at, picked.reclaimed`,
+		limit, owner, lease.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", mapErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxClaim, error) {
+		var c OutboxClaim
+		err := r.Scan(&c.ID, &c.UUID, &c.Kind, &c.ReceiveIDType, &c.ReceiveID, &c.ReplyTo,
+			&c.ReplyInThread, &c.UpdateOf, &c.TargetMessage, &c.Content, &c.Attempts, &c.CreatedAt, &c.Reclaimed)
+		return c, err
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("claim outbox: %w", mapErr(err))
 	}
 	return out, nil
 }

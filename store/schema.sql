@@ -180,7 +180,8 @@ BEGIN
     IF messages AND pg_try_advisory_xact_lock(hashtext('loopx'), hashtext('outbox_notify')) THEN
         PERFORM pg_notify('loopx_outbox', 'messages');
     END IF;
-    IF reactions AND pg_try_advisory_xact_lock(hashtext('loopx'), hashtext('outbox_notify_reactions')) THEN
+    IF reactions AND coalesce(current_setting('loopx.quiet_reactions', true), '') <> 'on'
+       AND pg_try_advisory_xact_lock(hashtext('loopx'), hashtext('outbox_notify_reactions')) THEN
         PERFORM pg_notify('loopx_outbox', 'reactions');
     END IF;
     RETURN NULL;

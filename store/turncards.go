@@ -225,11 +225,20 @@ type TurnCard struct {
 	ShownAt       time.Time
 }
 
-// LockTurnWork locks up to limit turns that still have card work (card_state not done), in
-// the caller's transaction, skipping those another replica holds.
-func LockTurnWork(ctx context.Context, db DB, limit int) ([]Turn, error) {
-	rows, err := db.Query(ctx, `SELECT `+turnCols+` FROM turn WHERE card_state <> 'done'
-		ORDER BY id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED`, limit)
+// LockTurnWork locks, in the caller's transaction, up to limit turns after turn `after` (in id
+// order) that may have card work now, skipping those another replica holds: a turn whose card
+// is not decided yet (new), one that ended with its card not done, and a live card whose turn
+// has notes it does not show or that was shown at or before staleBefore (its elapsed time to
+// refresh). A sweep pages through them with after: a page whose cards all wait on their chats'
+// spacing must not hide the turns behind it (with more live cards than a page, the first page
+// would otherwise be the only one ever looked at).
+func LockTurnWork(ctx context.Context, db DB, after int64, staleBefore time.Time, limit int) ([]Turn, error) {
+	rows, err := db.Query(ctx, `SELECT `+turnCols+` FROM turn t
+		WHERE t.card_state <> 'done' AND t.id > $2
+		  AND (t.card_state = 'new' OR t.state <> 'live'
+		       OR (t.card_state = 'live' AND EXISTS (SELECT FROM turn_card c WHERE c.turn_id = t.id
+		           AND (c.rev < t.note_rev OR c.shown_at <= $3))))
+		ORDER BY t.id LIMIT $1 FOR NO KEY UPDATE OF t SKIP LOCKED`, limit, after, staleBefore)
 	if err != nil {
 		return nil, fmt.Errorf("lock turn card work: %w", mapErr(err))
 	}

@@ -133,6 +133,11 @@ func run(ctx context.Context, goals, days int, out string) error {
 	if err := os.MkdirAll("bench/results", 0o755); err != nil {
 		return err
 	}
+	tables, _ := doc["tables"].(map[string]any)
+	if t, ok := tables["tick"].(map[string]any); ok {
+		fmt.Fprintf(os.Stderr, "storage: tick %.0f bytes per goal-day while it grows (target ≤ 5 KB); every table %.0f bytes per goal-day in the first week, %.0f over the last five days\n",
+			t["bytes_per_goal_day_first_week"], doc["bytes_per_goal_day_first_week"], doc["bytes_per_goal_day_last_5_days"])
+	}
 	return os.WriteFile(out, append(b, '\n'), 0o644)
 }
 

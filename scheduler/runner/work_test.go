@@ -446,3 +446,37 @@ func TestFailureCardsSayWhatWentWrong(t *testing.T) {
 	require.Equal(t, 1, cards(ht.ID), "one card per turn")
 	require.Equal(t, 1, cards(gt.ID), "one card per turn")
 }
+
+// More live turns than one sweep page (cardBatch, 50) all get their progress card, and a note
+// on the last of them still reaches its card: a page of cards waiting on their chat's spacing
+// does not hide the turns behind it.
+func TestEveryLiveTurnGetsItsCard(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := setupWork(t, store.RunnerExec, runner.ExecSettings{Argv: []string{"/bin/true"}}, nil)
+	const n = 120
+	for i := range n {
+		agent := "m" + strconv.Itoa(i)
+		_, err := b.st.RegisterAgent(ctx, store.RegisterAgentParams{GoalID: "g", AgentID: agent, Meta: admin})
+		require.NoError(t, err)
+		_, err = b.st.AddTodo(ctx, store.AddTodoParams{GoalID: "g", Text: "work " + agent, ClaimFor: agent, Meta: admin})
+		require.NoError(t, err)
+		d, err := b.qs.ShouldRun(ctx, quota.ShouldRunParams{GoalID: "g", AgentID: agent, BeginTurn: true, Via: "mcp",
+			TurnInstanceID: "live-" + agent, Meta: admin})
+		require.NoError(t, err)
+		require.Equal(t, "run", d.Decision, d.Reason)
+	}
+	for range 3 { // later steps of the scheduler find nothing more to post
+		_, err := b.sched.TurnCards(ctx)
+		require.NoError(t, err)
+	}
+	require.Equal(t, n, b.count(t, `SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'turn:%:card:oc_room' AND kind = 'card'`), "one card per live turn")
+	last := "m" + strconv.Itoa(n-1)
+	_, err := b.st.AddTurnNote(ctx, store.TurnNoteParams{GoalID: "g", AgentID: last, Text: "halfway there", Meta: admin})
+	require.NoError(t, err)
+	b.clock.Add(scheduler.CardRefresh + time.Second)
+	_, err = b.sched.TurnCards(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM outbox o JOIN turn t ON t.id = (SELECT turn_id FROM turn_card c WHERE c.outbox_id = o.update_of LIMIT 1)
+		WHERE o.kind = 'card_update' AND t.agent_id = $1 AND o.content LIKE '%halfway there%'`, last), "the note reached the last turn's card")
+}
