@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -82,14 +83,16 @@ type decisionView struct {
 const (
 	trailLimit   = 50
 	handoffLimit = 200
+	pendingLimit = 50 // an agent's unread handoffs the page counts
 	// criteriaTodos caps the todos whose criteria the board reads one by one (the board's
 	// first, which are the open ones).
 	criteriaTodos = 60
 )
 
-// readContract fills the goal page's contract parts of v from the page already read.
+// readContract fills the goal page's contract parts of v from the page already read: the
+// goal's criteria and grants, the board, the trail, what each agent has not read yet, and
+// the settings.
 func (s *Server) readContract(ctx context.Context, g store.Goal, page store.GoalPage, v *view) error {
-	db := s.st.DB()
 	evidence := map[int64]*store.Evidence{}
 	for i, e := range page.Evidence {
 		evidence[e.ID] = &page.Evidence[i]
@@ -105,7 +108,7 @@ func (s *Server) readContract(ctx context.Context, g store.Goal, page store.Goal
 		}
 		return out, unmet
 	}
-	st, err := store.CriteriaStatus(ctx, db, g.ID, 0, g.Criteria)
+	st, err := store.CriteriaStatus(ctx, s.st.DB(), g.ID, 0, g.Criteria)
 	if err != nil {
 		return err
 	}
@@ -120,13 +123,32 @@ func (s *Server) readContract(ctx context.Context, g store.Goal, page store.Goal
 		}
 		v.Contract.Grants = append(v.Contract.Grants, gv)
 	}
+	if err := s.readBoard(ctx, g, page, v, checks); err != nil {
+		return err
+	}
+	replan, err := s.readTrail(ctx, g, v)
+	if err != nil {
+		return err
+	}
+	if err := s.readUnread(ctx, g, replan, v); err != nil {
+		return err
+	}
+	if v.UnmetTodo != 0 {
+		s.criteriaFlash(v)
+	}
+	return s.readSettings(ctx, g, v)
+}
 
+// readBoard fills the board's todos with their criteria (met or not) and latest handoff.
+func (s *Server) readBoard(ctx context.Context, g store.Goal, page store.GoalPage, v *view,
+	checks func([]store.CriterionStatus) ([]criterionView, int)) error {
+	db := s.st.DB()
 	handoffs, err := store.ListHandoffs(ctx, db, store.ListHandoffsParams{GoalID: g.ID, Limit: handoffLimit})
 	if err != nil {
 		return err
 	}
 	latest := map[int64]*store.Handoff{}
-	for i, h := range handoffs {
+	for i, h := range handoffs { // newest first
 		if h.TodoID != 0 && latest[h.TodoID] == nil {
 			latest[h.TodoID] = &handoffs[i]
 		}
@@ -144,14 +166,18 @@ func (s *Server) readContract(ctx context.Context, g store.Goal, page store.Goal
 		}
 		v.Todos = append(v.Todos, tv)
 	}
+	return nil
+}
 
-	trail, err := store.ListTrail(ctx, db, g.ID, trailLimit)
+// readTrail fills the trail of decisions, newest first, and the decision that finished a
+// done goal; it answers the newest replan (nil when none).
+func (s *Server) readTrail(ctx context.Context, g store.Goal, v *view) (*store.GoalDecision, error) {
+	trail, err := store.ListTrail(ctx, s.st.DB(), g.ID, trailLimit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var replan *store.GoalDecision
 	for i, d := range trail {
-		dv := decisionView{GoalDecision: d}
 		var detail struct {
 			Cancelled []int64  `json:"cancelled_todos"`
 			Reopened  []int64  `json:"reopened_todos"`
@@ -161,38 +187,40 @@ func (s *Server) readContract(ctx context.Context, g store.Goal, page store.Goal
 		}
 		if len(d.Detail) > 0 {
 			if err := json.Unmarshal(d.Detail, &detail); err != nil {
-				return err
+				return nil, fmt.Errorf("read decision %d: %w", d.ID, err)
 			}
 		}
-		dv.Cancelled, dv.Reopened, dv.Unmet, dv.OpenTodos, dv.Gates = detail.Cancelled, detail.Reopened, detail.Unmet, detail.Open, detail.Gates
-		v.Trail = append(v.Trail, dv)
+		v.Trail = append(v.Trail, decisionView{GoalDecision: d, Cancelled: detail.Cancelled, Reopened: detail.Reopened,
+			Unmet: detail.Unmet, OpenTodos: detail.Open, Gates: detail.Gates})
 		if d.Kind == store.DecisionReplan && replan == nil {
 			replan = &trail[i]
 		}
 	}
 	for i := range v.Trail {
 		if v.Trail[i].Kind == store.DecisionDone && g.Status == store.GoalDone {
-			v.Done = &v.Trail[i] // the newest: the trail is newest first
+			v.Done = &v.Trail[i] // the newest
 			break
 		}
 	}
+	return replan, nil
+}
 
+// readUnread fills, for each agent, the handoffs it has not acknowledged (oldest first: its
+// should-run carries the oldest as its continuation) and the replan it has not.
+func (s *Server) readUnread(ctx context.Context, g store.Goal, replan *store.GoalDecision, v *view) error {
 	for i := range v.Agents {
 		a := &v.Agents[i]
-		pending, err := store.ListHandoffs(ctx, db, store.ListHandoffsParams{GoalID: g.ID, PendingTo: a.ID, Limit: 20})
+		pending, err := store.ListHandoffs(ctx, s.st.DB(), store.ListHandoffsParams{GoalID: g.ID, PendingTo: a.ID, Limit: pendingLimit})
 		if err != nil {
 			return err
 		}
-		slices.Reverse(pending) // oldest first: should-run carries the oldest
+		slices.Reverse(pending)
 		a.Pending = pending
 		if replan != nil && replan.ID > a.ReplanAcked {
 			a.Unread = replan
 		}
 	}
-	if v.UnmetTodo != 0 {
-		s.criteriaFlash(v)
-	}
-	return s.readSettings(ctx, g, v)
+	return nil
 }
 
 // criteriaFlash names, in words, the criteria that kept the todo the owner tried to finish

@@ -509,6 +509,9 @@ func TestOwnerHandsATodoOn(t *testing.T) {
 
 	ob := b.signIn(t, owner)
 	_, body, _ := ob.get("/web/goals/docs")
+	require.Contains(t, body, `href="/web/goals/docs?handoff=`+itoa(td.ID)+`#todo-`+itoa(td.ID)+`"`, "each todo links its handoff form")
+	require.NotContains(t, body, `action="`+path+`"`, "the form opens on demand")
+	_, body, _ = ob.get("/web/goals/docs?handoff=" + itoa(td.ID))
 	require.Contains(t, body, `action="`+path+`"`)
 	status, loc = ob.post(path, form)
 	require.Equal(t, http.StatusSeeOther, status)
@@ -525,6 +528,20 @@ func TestOwnerHandsATodoOn(t *testing.T) {
 	// A note is needed: the receiver starts from it.
 	status, _ = ob.post(path, url.Values{"to": {"codex"}})
 	require.Equal(t, http.StatusUnprocessableEntity, status)
+
+	// A todo that needs a capability goes only to an agent that holds it; the page says so.
+	caps := []string{"publish"}
+	apply(t, b, change.Request{GoalID: "docs", Kind: store.ProposalGoalSet, Goal: change.GoalChange{Capabilities: &caps}})
+	rel, err := b.st.AddTodo(ctx, store.AddTodoParams{GoalID: "docs", Text: "Release", Requires: caps, Meta: setupMeta})
+	require.NoError(t, err)
+	status, loc = ob.post("/web/goals/docs/todos/"+itoa(rel.ID)+"/handoff", url.Values{"to": {"codex"}, "next": {"release it"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Contains(t, loc, "m=handoff_capability")
+	_, body, _ = ob.get(loc)
+	require.Contains(t, body, "That agent lacks a capability this todo requires")
+	rel, err = b.st.GetTodo(ctx, "docs", rel.ID)
+	require.NoError(t, err)
+	require.Empty(t, rel.ClaimedBy, "nothing moved")
 
 	// A turn that ends with a handoff shows it on its page.
 	tu, err := b.st.OpenTurn(ctx, store.OpenTurnParams{GoalID: "docs", AgentID: "claude", InstanceID: "t-h", TodoID: td.ID, Meta: store.Meta{Actor: "agent:docs/claude", Surface: "api"}})

@@ -70,6 +70,8 @@ func (s *Server) goal(ctx context.Context, r *http.Request, ss *session, v *view
 		return "", 0, err
 	}
 	v.Goal, v.Role, v.Page, v.Live = g.Goal, string(g.Role), page, g.ID
+	// ?handoff=<todo> opens that todo's handoff form: one form on the page, not one a todo.
+	v.HandoffTodo, _ = parseID(r.URL.Query().Get("handoff"))
 	v.Title = "#" + g.ID
 	need := Needs()
 	v.CanChange = g.Role.AtLeast(need["move"])

@@ -217,6 +217,7 @@ type view struct {
 	Live                    string
 	Flash, FlashKind        string
 	UnmetTodo               int64 // the todo a refused finish named (flash criteria_unmet)
+	HandoffTodo             int64 // the todo whose handoff form the goal page opens (?handoff=)
 	Now                     time.Time
 	Key                     string // a fresh idempotency key for the page's forms
 
