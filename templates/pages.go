@@ -14,7 +14,7 @@ import (
 // its context) sharing one layout, and every word they show in web/words.<lang>.json.
 
 // pageNames are the pages of the workspace; each is web/<name>.html defining "content".
-var pageNames = []string{"home", "goals", "goal", "turn", "proposal", "signin", "notice"}
+var pageNames = []string{"home", "goals", "goal", "turn", "proposal", "signin", "notice", "replan", "defaults"}
 
 // Pages renders the workspace's pages in every language. It is immutable and safe for
 // concurrent use.
@@ -148,6 +148,21 @@ func (p *Pages) funcs(lang string) template.FuncMap {
 		"list":  func(v ...string) []string { return v },
 		"join":  func(v []string, sep string) string { return strings.Join(v, sep) },
 		"deref": func(t *time.Time) time.Time { return derefTime(t) },
+		// args passes several values to a shared template: args "H" .Handoff "Now" $.Now.
+		"args": func(kv ...any) (map[string]any, error) {
+			if len(kv)%2 != 0 {
+				return nil, fmt.Errorf("args takes pairs, got %d values", len(kv))
+			}
+			m := make(map[string]any, len(kv)/2)
+			for i := 0; i < len(kv); i += 2 {
+				k, ok := kv[i].(string)
+				if !ok {
+					return nil, fmt.Errorf("args: key %v is not a string", kv[i])
+				}
+				m[k] = kv[i+1]
+			}
+			return m, nil
+		},
 		"bytes": humanBytes,
 	}
 }

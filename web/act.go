@@ -26,6 +26,8 @@ func Needs() map[string]store.Role {
 		"run":     store.RoleOwner,  // chat /run #goal/agent
 		"pause":   store.RoleOwner,  // chat /pause #goal/agent
 		"resume":  store.RoleOwner,  // chat /resume #goal/agent, the breaker card's button
+		"waive":   store.RoleOwner,  // a criterion counts as met without evidence: owners decide
+		"handoff": store.RoleOwner,  // hand a todo to another agent: its claim moves, like a move
 	}
 }
 
@@ -73,6 +75,14 @@ func (s *Server) addTodo(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return
 	}
 	p := store.AddTodoParams{GoalID: g.ID, Text: strings.TrimSpace(r.PostFormValue("text")), Meta: ss.meta(r)}
+	// Acceptance criteria one a line ("id: text" chooses the id), and the capabilities an
+	// agent needs to claim it (each one the goal grants: the store checks).
+	for _, line := range lines(r.PostFormValue("criteria")) {
+		p.Criteria = append(p.Criteria, store.ParseCriterion(line))
+	}
+	if req := trimmed(r.PostForm["requires"]); len(req) > 0 {
+		p.Requires = req
+	}
 	if r.PostFormValue("for") == "people" {
 		p.Role = "user"
 	}
@@ -135,6 +145,12 @@ func (s *Server) moveTodo(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		if errors.Is(err, store.ErrConflict) {
 			back(w, r, "/web/goals/"+g.ID, "todo_changed", "", frag)
+			return
+		}
+		var se *store.Error
+		if errors.As(err, &se) && se.Reason == store.ReasonCriteriaUnmet {
+			// The page names the criteria still unmet, in words, and opens their waivers.
+			back(w, r, "/web/goals/"+g.ID, "criteria_unmet", strconv.FormatInt(id, 10), frag)
 			return
 		}
 		s.formError(w, r, ss, g.ID, err)

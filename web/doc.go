@@ -30,6 +30,18 @@
 //   - Gate answers take the same path as chat (store.AnswerGate with the gate card renderer),
 //     so the Lark card is updated the same way. Protected changes are proposals of the change
 //     kernel: the page shows the diff and effects before Confirm.
+//   - The goal contract: the goal page shows the objective, scope, the capabilities the goal
+//     grants and each agent's, and the acceptance criteria with what met each (evidence, or an
+//     owner's waiver with its reason); every setting with its value and whether it follows the
+//     machine default or is set for the goal. Owners change the contract, finish, reopen and
+//     replan the goal only through change-kernel proposals (preview → confirm → receipt); the
+//     settings form proposes only the settings whose value changed, so one that follows the
+//     default keeps following it. Owners waive criteria (a reason required) and hand todos to
+//     another agent with a note (store.WaiveCriterion, store.HandOff: audited there); finishing
+//     a todo whose criteria are unmet is refused and the page names them. A done goal says so
+//     at the top of its page, offers reopen and no other change.
+//   - The machine defaults (/web/defaults) are the admins'; anyone else is answered 404 and a
+//     post is refused and audited.
 //   - A turn's log tail is shown to the goal's owners and admins only.
 //   - Live: Run LISTENs on loopx_workspace; every change NOTIFYs it, and each open page's
 //     server-sent event stream tells its script to fetch the page again and swap the regions

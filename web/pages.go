@@ -6,6 +6,7 @@ import (
 
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -14,8 +15,12 @@ import (
 	"loopx/templates"
 )
 
-// homeLimit caps each list of the home page; its counts stay exact.
-const homeLimit = 50
+// homeLimit caps each list of the home page; its counts stay exact. homeDone caps its done
+// goals.
+const (
+	homeLimit = 50
+	homeDone  = 10
+)
 
 func (s *Server) home(ctx context.Context, r *http.Request, ss *session, v *view) (string, int, error) {
 	h, err := store.ReadHome(ctx, s.st.DB(), ss.person(s.admins), v.Now, homeLimit)
@@ -23,6 +28,11 @@ func (s *Server) home(ctx context.Context, r *http.Request, ss *session, v *view
 		return "", 0, err
 	}
 	v.Home, v.Live, v.Title = h, "*", s.pages.Word(v.Lang, "needs_you")
+	// Done goals: the newest few, with their number; the goals list has them all.
+	if v.DoneGoals, err = store.ListGoalRows(ctx, s.st.DB(), ss.person(s.admins),
+		store.GoalListParams{Status: store.GoalDone, Sort: store.GoalSortRecent, Limit: homeDone}, v.Now); err != nil {
+		return "", 0, err
+	}
 	if err := s.addProposals(v, h.Proposals); err != nil {
 		return "", 0, err
 	}
@@ -60,6 +70,8 @@ func (s *Server) goal(ctx context.Context, r *http.Request, ss *session, v *view
 		return "", 0, err
 	}
 	v.Goal, v.Role, v.Page, v.Live = g.Goal, string(g.Role), page, g.ID
+	// ?handoff=<todo> opens that todo's handoff form: one form on the page, not one a todo.
+	v.HandoffTodo, _ = parseID(r.URL.Query().Get("handoff"))
 	v.Title = "#" + g.ID
 	need := Needs()
 	v.CanChange = g.Role.AtLeast(need["move"])
@@ -78,6 +90,9 @@ func (s *Server) goal(ctx context.Context, r *http.Request, ss *session, v *view
 			}
 		}
 		v.Agents = append(v.Agents, av)
+	}
+	if err := s.readContract(ctx, g.Goal, page, v); err != nil {
+		return "", 0, err
 	}
 	if err := s.addProposals(v, page.Proposals); err != nil {
 		return "", 0, err
@@ -122,6 +137,10 @@ func (s *Server) proposal(ctx context.Context, r *http.Request, ss *session, v *
 	}
 	v.Live, v.Title = g.ID, v.Proposal.Short
 	v.CanConfirm = g.Role.AtLeast(p.Need)
+	v.IsDefaults = p.Kind == store.ProposalDefaultsSet
+	if p.Kind == store.ProposalGoalReplan && v.Proposal.Open && v.CanConfirm {
+		v.ReplanFrom = p.ID
+	}
 	return "proposal", http.StatusOK, nil
 }
 
@@ -146,11 +165,17 @@ func (s *Server) propose(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.fail(w, r, err)
 		return
 	}
-	req, err := changeRequest(r, g.Goal)
+	current, err := s.effectiveSettings(ctx, g.Goal)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := changeRequest(r, g.Goal, current)
 	if err == nil {
 		var p store.Proposal
 		p, err = s.opts.Changes.Propose(ctx, ss.person(s.admins), ss.meta(r), req)
 		if err == nil {
+			s.replaced(ctx, r, ss, g.ID, p.ID)
 			back(w, r, "/web/proposals/"+strconv.FormatInt(p.ID, 10), "", "", "")
 			return
 		}
@@ -186,16 +211,29 @@ func (s *Server) showNotFound(w http.ResponseWriter, r *http.Request, ss *sessio
 	s.render(w, status, name, v)
 }
 
-// changeRequest reads a change form. Goal settings come as the whole form (the kernel keeps
-// only what differs); a number that is not one is an error naming its field.
-func changeRequest(r *http.Request, g store.Goal) (change.Request, error) {
+// changeRequest reads a change form of the goal page (its kind, and for goal.set and agent.set
+// its part) into a change request; a number that is not one is an error naming its field.
+// The settings form carries every setting, and only those whose value differs from the
+// goal's effective one (current, by setting) join the change: a setting that follows the
+// machine default keeps following it unless the owner changed its value.
+func changeRequest(r *http.Request, g store.Goal, current map[string]string) (change.Request, error) {
 	f := r.PostForm
 	req := change.Request{GoalID: g.ID, Kind: f.Get("kind")}
 	switch req.Kind {
 	case store.ProposalGoalPause, store.ProposalGoalResume:
 		return req, nil
+	case store.ProposalGoalDone, store.ProposalGoalReopen:
+		req.Reason = strings.TrimSpace(f.Get("reason"))
+		return req, nil
+	case store.ProposalGoalReplan:
+		return replanRequest(f, req)
 	case store.ProposalAgentSet:
 		req.AgentID = f.Get("agent_id")
+		if f.Get("part") == "grants" {
+			caps := trimmed(f["capability"])
+			req.Agent.Capabilities = &caps
+			return req, nil
+		}
 		if m := f.Get("work_mode"); m != "" {
 			req.Agent.WorkMode = &m
 		}
@@ -206,50 +244,149 @@ func changeRequest(r *http.Request, g store.Goal) (change.Request, error) {
 	default:
 		return req, store.Errorf(store.ErrInvalid, "kind", "%q is not a change this page makes", req.Kind)
 	}
-	num := func(name string, dst **int) error {
+	c := &req.Goal
+	switch part := f.Get("part"); part {
+	case "scope":
+		ed, pr, notes := lines(f.Get("scope_editable")), lines(f.Get("scope_protected")), strings.TrimSpace(f.Get("scope_notes"))
+		c.ScopeEditable, c.ScopeProtected, c.ScopeNotes = &ed, &pr, &notes
+	case "capabilities":
+		caps := names(f.Get("capabilities"))
+		c.Capabilities = &caps
+	case "criterion_add":
+		c.AddCriteria = []store.Criterion{store.ParseCriterion(f.Get("criterion"))}
+	case "criterion_remove":
+		c.RemoveCriteria = []string{f.Get("criterion")}
+	case "default":
+		c.Defaults = []string{f.Get("setting")}
+	case "", "settings":
+		return req, settingsChange(f, c, current)
+	default:
+		return req, store.Errorf(store.ErrInvalid, "part", "%q is not a part of the goal this page changes", part)
+	}
+	return req, nil
+}
+
+// settingsChange reads the settings form into c: each setting given a value other than its
+// effective one (current), the owners and members.
+func settingsChange(f url.Values, c *change.GoalChange, current map[string]string) error {
+	given := func(name string) (string, bool) {
 		v := strings.TrimSpace(f.Get(name))
 		if !f.Has(name) || v == "" {
-			return nil
+			return "", false
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return store.Errorf(store.ErrInvalid, name, "%q is not a whole number", v)
-		}
-		*dst = &n
-		return nil
+		return v, true
 	}
-	str := func(name string, dst **string) {
-		if f.Has(name) {
-			v := strings.TrimSpace(f.Get(name))
-			*dst = &v
-		}
-	}
-	people := func(name string, dst **[]string) {
-		if !f.Has(name) {
-			return
-		}
-		list := strings.FieldsFunc(f.Get(name), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '，' })
-		if list == nil {
-			list = []string{}
-		}
-		*dst = &list
-	}
-	c := &req.Goal
 	for _, n := range []struct {
 		name string
 		dst  **int
-	}{{"allowed_slots", &c.AllowedSlots}, {"window_hours", &c.WindowHours}, {"stall_turns", &c.StallTurns}} {
-		if err := num(n.name, n.dst); err != nil {
-			return req, err
+	}{{store.SettingAllowedSlots, &c.AllowedSlots}, {store.SettingWindowHours, &c.WindowHours},
+		{store.SettingStallTurns, &c.StallTurns}, {store.SettingReminderEscalate, &c.ReminderEscalateAfter}} {
+		v, ok := given(n.name)
+		if !ok {
+			continue
+		}
+		num, err := strconv.Atoi(v)
+		if err != nil {
+			return store.Errorf(store.ErrInvalid, n.name, "%q is not a whole number", v)
+		}
+		if strconv.Itoa(num) != current[n.name] {
+			*n.dst = &num
 		}
 	}
-	str("heartbeat_spec", &c.HeartbeatSpec)
-	str("heartbeat_tz", &c.HeartbeatTZ)
-	str("report_spec", &c.ReportSpec)
-	str("report_tz", &c.ReportTZ)
+	for _, n := range []struct {
+		name string
+		dst  **string
+	}{{store.SettingHeartbeatSpec, &c.HeartbeatSpec}, {store.SettingHeartbeatTZ, &c.HeartbeatTZ},
+		{store.SettingReportSpec, &c.ReportSpec}, {store.SettingReportTZ, &c.ReportTZ}, {store.SettingLang, &c.Lang},
+		{store.SettingBreakerFailures, &c.BreakerFailures}, {store.SettingProgressCard, &c.ProgressCard},
+		{store.SettingQuietDigests, &c.QuietDigests}, {store.SettingReminderMinutes, &c.ReminderMinutes}} {
+		if !f.Has(n.name) {
+			continue
+		}
+		v := strings.TrimSpace(f.Get(n.name))
+		if v == "" && n.name != store.SettingHeartbeatSpec && n.name != store.SettingReportSpec {
+			continue // an empty schedule turns it off; an empty other field changes nothing
+		}
+		if sameSetting(n.name, v, current[n.name]) {
+			continue
+		}
+		*n.dst = &v
+	}
+	people := func(name string, dst **[]string) {
+		if f.Has(name) {
+			list := names(f.Get(name))
+			*dst = &list
+		}
+	}
 	people("owners", &c.Owners)
 	people("members", &c.Members)
+	return nil
+}
+
+// sameSetting tells whether v, as typed, is the setting's effective value cur: "off" is a
+// breaker of 0, a reminder ladder may be typed with spaces.
+func sameSetting(setting, v, cur string) bool {
+	switch setting {
+	case store.SettingBreakerFailures:
+		if strings.EqualFold(v, "off") {
+			v = "0"
+		}
+	case store.SettingReminderMinutes:
+		if l, err := change.ParseLadder(v); err == nil {
+			v = store.Ladder(l)
+		}
+	}
+	return v == cur
+}
+
+// replanRequest reads the replan form: the new objective, why, and the todos to cancel and
+// reopen (checkboxes carrying their ids).
+func replanRequest(f url.Values, req change.Request) (change.Request, error) {
+	ids := func(field string, vals []string) ([]int64, error) {
+		var out []int64
+		for _, v := range vals {
+			id, ok := parseID(v)
+			if !ok {
+				return nil, store.Errorf(store.ErrInvalid, field, "%q is not a todo", v)
+			}
+			out = append(out, id)
+		}
+		return out, nil
+	}
+	cancel, err := ids("cancel_todos", f["cancel"])
+	if err != nil {
+		return req, err
+	}
+	reopen, err := ids("reopen_todos", f["reopen"])
+	if err != nil {
+		return req, err
+	}
+	req.Reason = strings.TrimSpace(f.Get("reason"))
+	req.Replan = &change.ReplanChange{Objective: strings.TrimSpace(f.Get("objective")), Cancel: cancel, Reopen: reopen}
 	return req, nil
+}
+
+// lines are the non-empty lines of a text area, trimmed.
+func lines(s string) []string {
+	return trimmed(strings.Split(s, "\n"))
+}
+
+// names are the names a field lists, separated by commas (either width), spaces or lines.
+func names(s string) []string {
+	return trimmed(strings.FieldsFunc(s, func(r rune) bool {
+		return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' || r == '，' || r == '、'
+	}))
+}
+
+// trimmed are the non-empty values of vs, trimmed; never nil, so an empty list is a list.
+func trimmed(vs []string) []string {
+	out := []string{}
+	for _, v := range vs {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (s *Server) confirm(ctx context.Context, w http.ResponseWriter, r *http.Request, ss *session) {

@@ -121,6 +121,11 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /web/goals/{goal}/gates/{gate}/answer", s.form(s.answerGate))
 	s.mux.HandleFunc("POST /web/goals/{goal}/todos", s.form(s.addTodo))
 	s.mux.HandleFunc("POST /web/goals/{goal}/todos/{todo}", s.form(s.moveTodo))
+	s.mux.HandleFunc("POST /web/goals/{goal}/todos/{todo}/handoff", s.form(s.handOff))
+	s.mux.HandleFunc("POST /web/goals/{goal}/waivers", s.form(s.waive))
+	s.mux.HandleFunc("GET /web/goals/{goal}/replan", s.page(s.replan))
+	s.mux.HandleFunc("GET /web/defaults", s.page(s.defaults))
+	s.mux.HandleFunc("POST /web/defaults/proposals", s.form(s.proposeDefaults))
 	s.mux.HandleFunc("POST /web/goals/{goal}/agents/{agent}/messages", s.form(s.message))
 	s.mux.HandleFunc("POST /web/proposals/{proposal}/confirm", s.form(s.confirm))
 	s.mux.HandleFunc("POST /web/proposals/{proposal}/cancel", s.form(s.cancel))
@@ -211,10 +216,13 @@ type view struct {
 	Who, CSRF               string
 	Live                    string
 	Flash, FlashKind        string
+	UnmetTodo               int64 // the todo a refused finish named (flash criteria_unmet)
+	HandoffTodo             int64 // the todo whose handoff form the goal page opens (?handoff=)
 	Now                     time.Time
 	Key                     string // a fresh idempotency key for the page's forms
 
 	Home      store.Home
+	DoneGoals store.GoalList // the home's done goals, newest first
 	Proposals []cards.ProposalView
 
 	Goal       store.Goal
@@ -224,11 +232,24 @@ type view struct {
 	CanChange  bool
 	CanAnswer  bool
 	CanConfirm bool
+	// The goal contract and what hangs on it (contract.go): the board's todos with their
+	// criteria and latest handoff, the goal's criteria, settings with their source, the trail.
+	Todos    []todoView
+	Contract contractView
+	Settings []settingView
+	Trail    []decisionView
+	Done     *decisionView // the decision that finished a done goal (the newest), nil otherwise
 
-	Proposal cards.ProposalView
+	Proposal   cards.ProposalView
+	ReplanFrom int64 // a replan proposal whose suggestions the replan form can take
+	IsDefaults bool  // the proposal changes the machine defaults (no goal)
+
+	Replan   replanView
+	Defaults defaultsView
 
 	Goals       goalsView
 	Turn        store.TurnPage
+	Handoff     *store.Handoff                  // the handoff the turn ended with, nil when none
 	TurnOutcome struct{ HaltedBy, Text string } // the turn's outcome in words (cards.Outcome)
 	CanAct      bool                            // the person may add todos and message agents (a member)
 	ShowLog     bool                            // the turn page shows the runner's log tail (owners, admins)
@@ -243,6 +264,11 @@ type agentView struct {
 	store.Agent
 	Inbox []store.InboxItem
 	Live  *store.Turn // its live turn, which Stop turn ends; nil: none
+	// Pending are the handoffs the agent has not acknowledged yet, oldest first: its next
+	// should-run carries the first as its continuation.
+	Pending []store.Handoff
+	// Unread is the replan the agent has not acknowledged (should-run's objective_changed).
+	Unread *store.GoalDecision
 }
 
 // pageFunc fills v for a signed-in session and returns the page to render and its status.
@@ -287,6 +313,14 @@ func (s *Server) page(fn pageFunc) http.HandlerFunc {
 func (s *Server) flash(r *http.Request, v *view) {
 	q := r.URL.Query()
 	code, arg := q.Get("m"), q.Get("a")
+	if code == "criteria_unmet" {
+		// The todo's id: the goal page names its unmet criteria (criteriaFlash); this
+		// general line stands when it cannot.
+		if id, ok := parseID(arg); ok {
+			v.Flash, v.FlashKind, v.UnmetTodo = s.pages.Word(v.Lang, "flash_criteria_unmet_any"), "warn", id
+		}
+		return
+	}
 	allowed := map[string][]string{
 		"applied": nil, "cancelled": nil, "stale": nil, "expired": nil, "refused": nil, "signed_out": nil,
 		"todo_added": nil, "todo_moved": nil, "todo_changed": nil, "steer_no_turn": nil, "inbox_full": nil,
@@ -295,6 +329,7 @@ func (s *Server) flash(r *http.Request, v *view) {
 		"not_allowed":  {"owners", "members", "admins"},
 		"message_sent": {"inbox", "queue", "steer"},
 		"agent_stop":   nil, "agent_run": nil, "agent_pause": nil, "agent_resume": nil, "agent_no_turn": nil, "agent_not_held": nil,
+		"waived": nil, "handed_off": nil, "handoff_capability": nil,
 	}
 	args, ok := allowed[code]
 	if !ok || (args != nil && !contains(args, arg)) {
@@ -312,7 +347,7 @@ func (s *Server) flash(r *http.Request, v *view) {
 	}
 	v.FlashKind = map[string]string{"applied": "ok", "answered": "ok", "signed_out": "ok", "cancelled": "info", "settled": "info",
 		"todo_added": "ok", "todo_moved": "ok", "message_sent": "ok",
-		"agent_stop": "ok", "agent_run": "ok", "agent_pause": "ok", "agent_resume": "ok"}[code]
+		"agent_stop": "ok", "agent_run": "ok", "agent_pause": "ok", "agent_resume": "ok", "waived": "ok", "handed_off": "ok"}[code]
 	if v.FlashKind == "" {
 		v.FlashKind = "warn"
 	}

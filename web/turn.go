@@ -40,6 +40,14 @@ func (s *Server) turn(ctx context.Context, r *http.Request, ss *session, v *view
 	v.ShowLog = g.Role.AtLeast(store.RoleOwner)
 	v.TurnOutcome.HaltedBy, v.TurnOutcome.Text = cards.Outcome(func(k string) string { return s.pages.Word(v.Lang, "outcome_"+k) },
 		tp.Turn.State, tp.Turn.Outcome)
+	// The handoff the turn ended with (refresh-state's): what it did, what is next, for whom.
+	hs, err := store.ListHandoffs(ctx, s.st.DB(), store.ListHandoffsParams{GoalID: g.ID, TurnID: tp.Turn.ID, Limit: 1})
+	if err != nil {
+		return "", 0, err
+	}
+	if len(hs) > 0 {
+		v.Handoff = &hs[0]
+	}
 	v.Title = s.pages.Word(v.Lang, "turn_n", tp.Turn.ID) + " · #" + g.ID
 	return "turn", http.StatusOK, nil
 }

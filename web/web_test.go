@@ -38,6 +38,8 @@ type testBundle struct {
 	srv   *web.Server
 	http  *httptest.Server
 	clock *storetest.Clock
+	k     *change.Kernel
+	tpl   *templates.Set
 }
 
 // setup is a workspace over goal "docs" (owner ou_owner, member ou_member, 12 slots) with
@@ -81,7 +83,7 @@ func setupWith(t *testing.T, edit func(*webOptions)) *testBundle {
 	srv2, err := web.New(opts)
 	require.NoError(t, err)
 	hs.Config.Handler = srv2
-	return &testBundle{st: st, srv: srv2, http: hs, clock: clock}
+	return &testBundle{st: st, srv: srv2, http: hs, clock: clock, k: k, tpl: tpl}
 }
 
 // browser is one signed-in client.

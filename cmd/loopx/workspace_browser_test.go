@@ -204,8 +204,8 @@ func TestWorkspaceInChromium(t *testing.T) {
 
 	// Change the quota through preview → confirm.
 	browse(t, owner, "preview a budget of 50", chromedp.Navigate(s.url+"/web/goals/docs"),
-		chromedp.WaitVisible(chromedp.CSS(`#f-slots`)), fill(`#f-slots`, "50"),
-		chromedp.Click(chromedp.CSS(`form.settings button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`table.diff`)))
+		chromedp.WaitVisible(chromedp.CSS(`#f-allowed_slots`)), fill(`#f-allowed_slots`, "50"),
+		chromedp.Click(chromedp.CSS(`form.settings > button.primary`)), chromedp.WaitVisible(chromedp.CSS(`table.diff`)))
 	text = bodyText(t, owner)
 	require.Contains(t, text, "Turns per window", "the setting starts with a capital, like every label")
 	require.Contains(t, text, "quota 12 of 12 left in 24 h → 50 of 50 in 24 h")
@@ -217,8 +217,8 @@ func TestWorkspaceInChromium(t *testing.T) {
 
 	// A stale proposal is refused: the goal changes between preview and confirm.
 	browse(t, owner, "preview a budget of 60", chromedp.Navigate(s.url+"/web/goals/docs"),
-		chromedp.WaitVisible(chromedp.CSS(`#f-slots`)), fill(`#f-slots`, "60"),
-		chromedp.Click(chromedp.CSS(`form.settings button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`table.diff`)))
+		chromedp.WaitVisible(chromedp.CSS(`#f-allowed_slots`)), fill(`#f-allowed_slots`, "60"),
+		chromedp.Click(chromedp.CSS(`form.settings > button.primary`)), chromedp.WaitVisible(chromedp.CSS(`table.diff`)))
 	s.ok(t, admin, "goal", "set", "--goal-id", "docs", "--window-hours", "48")
 	browse(t, owner, "confirm the stale one", chromedp.Click(chromedp.CSS(`form[action$="/confirm"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`p.flash`)))
