@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -445,12 +446,14 @@ func TestLoopXProposesFinishingTheGoal(t *testing.T) {
 
 			refusedBefore := len(e.refusals())
 			for i, who := range []string{stranger, member} {
-				res := click(t, e, "cb_loopx_"+itoa(int64(i)), who, rows[0].Content, "confirm")
+				res := click(t, e, "cb_loopx_cancel_"+itoa(int64(i)), who, rows[0].Content, "cancel")
+				require.Equal(t, "error", res.ToastKind, "only owners cancel it either")
+				res = click(t, e, "cb_loopx_"+itoa(int64(i)), who, rows[0].Content, "confirm")
 				require.Equal(t, "error", res.ToastKind)
 				require.Contains(t, res.Toast, inLang{"en": "Only owners", "zh": "负责人"}[lang])
 				require.Nil(t, res.Card)
 			}
-			require.Len(t, e.refusals(), refusedBefore+2, "both refusals are audited")
+			require.Len(t, e.refusals(), refusedBefore+4, "every refusal is audited")
 			require.Equal(t, store.GoalActive, e.goal("docs").Status)
 
 			res := click(t, e, "cb_loopx_ok", owner, rows[0].Content, "confirm")
@@ -461,6 +464,28 @@ func TestLoopXProposesFinishingTheGoal(t *testing.T) {
 			updates := e.outbox()
 			require.Len(t, updates, 1)
 			require.Equal(t, rows[0].ID, updates[0].UpdateOf, "the posted card is updated in place")
+
+			// Reopened, the work complete again after a new todo: an owner's Cancel leaves the goal
+			// running, and LoopX does not ask again until something changes.
+			e.apply(change.Request{GoalID: "docs", Kind: store.ProposalGoalReopen})
+			e.clk.Add(time.Minute) // the new todo comes after the last proposal
+			more, err := e.st.AddTodo(ctx, store.AddTodoParams{GoalID: "docs", Text: "one more page", Meta: setupMeta})
+			require.NoError(t, err)
+			_, err = e.st.UpdateTodo(ctx, store.UpdateTodoParams{GoalID: "docs", TodoID: more.ID, AgentID: "codex", Version: more.Version,
+				Status: &done, Meta: store.Meta{Actor: "agent:docs/codex", Surface: "api"}})
+			require.NoError(t, err)
+			made, err = k.ProposeCompletion(ctx, "docs")
+			require.NoError(t, err)
+			require.True(t, made)
+			rows = e.outbox()
+			require.Len(t, rows, 1)
+			res = click(t, e, "cb_loopx_no", owner, rows[0].Content, "cancel")
+			require.Equal(t, "info", res.ToastKind)
+			require.Contains(t, unescape(res.Card), inLang{"en": "Change cancelled", "zh": "变更已取消"}[lang])
+			require.Equal(t, store.GoalActive, e.goal("docs").Status)
+			made, err = k.ProposeCompletion(ctx, "docs")
+			require.NoError(t, err)
+			require.False(t, made, "not asked again until something changes")
 		})
 	}
 }
