@@ -53,7 +53,9 @@ func problemsView(p store.GoalProblems, tz string, advice func(code int) string)
 
 // statusSettings are the settings with a machine default /status shows, the ones people act
 // on from a phone; the workspace and goal show list every one.
-var statusSettings = []string{store.SettingAllowedSlots, store.SettingWindowHours, store.SettingStallTurns, store.SettingBreakerFailures}
+func statusSettings() []string {
+	return []string{store.SettingAllowedSlots, store.SettingWindowHours, store.SettingStallTurns, store.SettingBreakerFailures}
+}
 
 // contractBrief is the part of /status about the contract and the goal's decisions: the
 // criteria met, the scope and capabilities in short, each setting with a machine default
@@ -73,7 +75,7 @@ func (h *handling) contractBrief(ctx context.Context, g store.Goal) (map[string]
 	}
 	settings := []map[string]any{}
 	for _, v := range store.GoalSettings(g, defaults, store.PermissionPolicy{}) {
-		if !slices.Contains(statusSettings, v.Setting) {
+		if !slices.Contains(statusSettings(), v.Setting) {
 			continue
 		}
 		value := v.Value
