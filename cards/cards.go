@@ -36,9 +36,10 @@ func (s *Set) DefaultLang() string { return s.Gates.defaultLang }
 func (s *Set) Templates() *templates.Set { return s.tpl }
 
 // Report renders a report digest of facts in lang: times in loc, the next heartbeat (zero:
-// none scheduled), and the chart of turns and slots per day.
-func (s *Set) Report(lang string, f store.DigestFacts, loc *time.Location, nextHeartbeat time.Time) (templates.Rendered, error) {
-	r, err := s.tpl.Render(lang, "digest", reportView(s.tpl, f, lang, loc, nextHeartbeat))
+// none scheduled), the chart of turns and slots per day, and the goal's decisions of the
+// window (trail: finished, reopened, replanned).
+func (s *Set) Report(lang string, f store.DigestFacts, trail []store.GoalDecision, loc *time.Location, nextHeartbeat time.Time) (templates.Rendered, error) {
+	r, err := s.tpl.Render(lang, "digest", reportView(s.tpl, f, trail, lang, loc, nextHeartbeat))
 	if err != nil {
 		return templates.Rendered{}, fmt.Errorf("render report: %w", err)
 	}

@@ -45,6 +45,13 @@ type ProposalView struct {
 	AppliedVersion int64
 	GoalVersion    int64
 	Need           string
+	// ByLoopX: LoopX proposed it itself (store.ActorSystem), such as finishing a goal whose
+	// work is complete; the card names LoopX, not a person.
+	ByLoopX bool
+	// SuggestCancel and SuggestReopen are the todos a replan's preview suggests cancelling or
+	// reopening; the chat card says how to name them.
+	SuggestCancel []string
+	SuggestReopen []string
 }
 
 // DiffRow is one field of a diff, named in the view's language.
@@ -69,6 +76,15 @@ func (pc ProposalCards) View(lang string, p store.Proposal, now time.Time) (Prop
 		AppliedVersion: p.AppliedVersion, GoalVersion: p.GoalVersion, Need: string(p.Need),
 	}
 	v.Open = v.State == store.ProposalReady
+	v.ByLoopX = p.ProposedBy == store.ActorSystem
+	for _, e := range p.Effects {
+		switch e.Code {
+		case "replan_suggest_cancel":
+			v.SuggestCancel = append(v.SuggestCancel, e.Args["id"])
+		case "replan_suggest_reopen":
+			v.SuggestReopen = append(v.SuggestReopen, e.Args["id"])
+		}
+	}
 	if v.State == store.ProposalExpired && v.Reason == "" {
 		v.Reason = pc.tpl.Word(lang, "proposal.expired")
 	}
@@ -104,6 +120,9 @@ func (pc ProposalCards) what(lang string, p store.Proposal) string {
 	case store.ProposalAgentSet:
 		return pc.tpl.Word(lang, "proposal.agent_set", p.AgentID)
 	case store.ProposalGoalDone:
+		if p.ProposedBy == store.ActorSystem {
+			return pc.tpl.Word(lang, "proposal.goal_done_complete")
+		}
 		return pc.tpl.Word(lang, "proposal.goal_done")
 	case store.ProposalGoalReopen:
 		return pc.tpl.Word(lang, "proposal.goal_reopen")

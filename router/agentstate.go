@@ -29,6 +29,7 @@ const (
 	agentReady       = "ready"        // the next heartbeat starts a turn on a todo
 	agentHeld        = "held"         // the breaker or an owner holds it: no turn starts until resumed
 	agentStopping    = "stopping"     // an owner stopped its live turn; it is ending
+	agentDone        = "done"         // the goal is done: nothing runs until an owner reopens it
 )
 
 // zoneOf loads an IANA zone, falling back to UTC when it is empty or does not load.
@@ -63,8 +64,10 @@ func (h *handling) agentStates(ctx context.Context, goal store.Goal, scheds []st
 			"ID": a.ID, "Default": a.IsDefault, "Pending": counts.Pending, "Steer": counts.Steer,
 			"TodoID": int64(0), "TodoText": "", "ElapsedH": 0, "ElapsedM": 0, "Until": "", "Gates": []string{},
 			"StallTurns": goal.StallTurns, "Zone": zone, "Heartbeat": "", "HeartbeatZone": "", "HeartbeatHeld": false,
-			"GoalID": goal.ID, "HeldReason": "", "HeldFailures": 0, "HeldBy": "",
+			"GoalID": goal.ID, "HeldReason": "", "HeldFailures": 0, "HeldBy": "", "IdleWhy": "",
+			"Handoff": nil, "Replan": int64(0),
 		}
+		pendingWork(row, d)
 		if err := h.describeAgent(ctx, row, d, snap, now, loc); err != nil {
 			return nil, err
 		}
@@ -137,6 +140,11 @@ func (h *handling) describeAgent(ctx context.Context, row map[string]any, d quot
 		}
 	case d.State == quota.StateIdle:
 		row["State"] = agentIdle
+		if d.Reason == "missing_capability" || d.Reason == "work_complete" {
+			row["IdleWhy"] = d.Reason
+		}
+	case d.State == quota.StateDone:
+		row["State"] = agentDone
 	default:
 		return fmt.Errorf("describe agent %s: unexpected should-run state %q", snap.Agent.ID, d.State)
 	}
@@ -153,4 +161,16 @@ func nextReport(scheds []store.Schedule) (at, zone string) {
 		}
 	}
 	return "", ""
+}
+
+// pendingWork fills in what waits for the agent besides its todos: the oldest handoff it has
+// not acknowledged (and how many more), and a replan it has not read yet.
+func pendingWork(row map[string]any, d quota.Decision) {
+	if c := d.Continuation; c != nil {
+		row["Handoff"] = map[string]any{"From": c.From, "By": c.CreatedBy, "TodoID": c.TodoID, "Kind": c.Kind,
+			"Next": c.Next, "Done": c.Done, "More": d.ContinuationsPending - 1}
+	}
+	if oc := d.ObjectiveChanged; oc != nil {
+		row["Replan"] = oc.GoalVersion
+	}
 }

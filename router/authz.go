@@ -22,6 +22,19 @@ func allows(r store.Role, n need) bool {
 	return true
 }
 
+// needName names a need for the word lists (help.who.<name>).
+func needName(n need) string {
+	switch n {
+	case needMember:
+		return "member"
+	case needOwner:
+		return "owner"
+	case needChat:
+		return "chat"
+	}
+	return "anyone"
+}
+
 // refuse tells the sender who may do it instead, and audits the refusal. command is the
 // slash command refused, "" for a message to an agent.
 func (h *handling) refuse(ctx context.Context, action, command string, n need, tg *target) error {

@@ -1,11 +1,13 @@
 package router_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/change"
 	"loopx/router"
 	"loopx/store"
 )
@@ -106,6 +108,57 @@ func TestAuthorizationMatrix(t *testing.T) {
 			l, err := store.GetChatLang(e.t.Context(), e.st.DB(), room)
 			require.NoError(e.t, err)
 			return l == "zh"
+		}},
+		{"contract", members, func(*testBundle) string { return "/contract" }, answered("#docs — Docs site")},
+		{"scope", owners, func(*testBundle) string { return "/scope #docs protected add deploy/**" }, func(e *testBundle, reply string) bool {
+			return confirmCard(e, reply) && slices.Contains(e.goal("docs").ScopeProtected, "deploy/**")
+		}},
+		{"capability", owners, func(*testBundle) string { return "/capability #docs grant publish" }, func(e *testBundle, reply string) bool {
+			return confirmCard(e, reply) && slices.Contains(e.goal("docs").Capabilities, "publish")
+		}},
+		{"criteria", owners, func(*testBundle) string { return "/criteria #docs add docs build" }, func(e *testBundle, reply string) bool {
+			return confirmCard(e, reply) && len(e.goal("docs").Criteria) == 1
+		}},
+		{"waive", owners, func(e *testBundle) string {
+			if len(e.goal("docs").Criteria) == 0 { // the criteria case was refused: give it one to waive
+				e.apply(change.Request{GoalID: "docs", Kind: store.ProposalGoalSet, Goal: change.GoalChange{AddCriteria: []store.Criterion{{ID: "g1", Text: "docs build"}}}})
+			}
+			return "/waive #docs g1 checked by hand"
+		}, func(e *testBundle, _ string) bool {
+			st, err := store.CriteriaStatus(e.t.Context(), e.st.DB(), "docs", 0, e.goal("docs").Criteria)
+			require.NoError(e.t, err)
+			return st[0].WaivedBy != ""
+		}},
+		{"handoff", owners, func(e *testBundle) string {
+			td, err := e.st.AddTodo(e.t.Context(), store.AddTodoParams{GoalID: "docs", Text: "hand me over", Meta: setupMeta})
+			require.NoError(e.t, err)
+			e.gate = td.ID
+			return "/handoff #docs " + itoa(td.ID) + " to claude take it from here"
+		}, func(e *testBundle, _ string) bool {
+			hs, err := store.ListHandoffs(e.t.Context(), e.st.DB(), store.ListHandoffsParams{GoalID: "docs", TodoID: e.gate})
+			require.NoError(e.t, err)
+			return len(hs) == 1
+		}},
+		{"replan", owners, func(*testBundle) string { return "/replan #docs Ship the docs site because it is due" }, func(e *testBundle, reply string) bool {
+			return confirmCard(e, reply) && e.goal("docs").Objective == "Ship the docs site"
+		}},
+		{"done", owners, func(*testBundle) string { return "/done #docs" }, func(e *testBundle, reply string) bool {
+			ok := confirmCard(e, reply) && e.goal("docs").Status == store.GoalDone
+			if ok { // reopen it for the cases that follow
+				e.apply(change.Request{GoalID: "docs", Kind: store.ProposalGoalReopen})
+			}
+			return ok
+		}},
+		{"reopen", owners, func(e *testBundle) string {
+			e.apply(change.Request{GoalID: "docs", Kind: store.ProposalGoalDone})
+			e.outbox()
+			return "/reopen #docs"
+		}, func(e *testBundle, reply string) bool {
+			ok := confirmCard(e, reply) && e.goal("docs").Status == store.GoalActive
+			if !ok {
+				e.apply(change.Request{GoalID: "docs", Kind: store.ProposalGoalReopen})
+			}
+			return ok
 		}},
 		{"card click", owners, func(e *testBundle) string {
 			e.gate = e.askGate("click me?", 0).ID

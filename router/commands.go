@@ -70,6 +70,22 @@ func (h *handling) command(ctx context.Context, cmd command, p Parsed) error {
 		return h.todo(ctx, tg, p)
 	case "schedule", "owners", "members", "stall":
 		return h.changeGoal(ctx, cmd, tg, p)
+	case "contract":
+		return h.contractView(ctx, tg)
+	case "scope":
+		return h.scope(ctx, tg, p)
+	case "capability":
+		return h.capability(ctx, tg, p)
+	case "criteria":
+		return h.criteria(ctx, tg, p)
+	case "done", "reopen":
+		return h.finish(ctx, cmd, tg, p)
+	case "replan":
+		return h.replan(ctx, tg, p)
+	case "waive":
+		return h.waive(ctx, tg, p)
+	case "handoff":
+		return h.handoff(ctx, tg, p)
 	}
 	return fmt.Errorf("command /%s has no handler", cmd.name)
 }
@@ -81,7 +97,8 @@ func (h *handling) help(ctx context.Context) error {
 	}
 	var cmds []map[string]any
 	for _, c := range commandTable() {
-		cmds = append(cmds, map[string]any{"Usage": c.usage, "Summary": h.c.tpl.Word(lang, "help."+c.name)})
+		cmds = append(cmds, map[string]any{"Usage": c.usage, "Summary": h.c.tpl.Word(lang, "help."+c.name),
+			"Who": h.c.tpl.Word(lang, "help.who."+needName(c.need))})
 	}
 	return h.reply(ctx, "help", map[string]any{"Commands": cmds}, nil)
 }
@@ -128,6 +145,11 @@ func (h *handling) status(ctx context.Context, tg *target) error {
 		return err
 	}
 	data := problemsView(problems, tg.goal.HeartbeatTZ, h.c.opts.Advice)
+	contract, err := h.contractBrief(ctx, tg.goal)
+	if err != nil {
+		return err
+	}
+	maps.Copy(data, contract)
 	maps.Copy(data, map[string]any{
 		"GoalID": tg.goal.ID, "Title": tg.goal.Title, "Status": tg.goal.Status, "SpentSlots": spent,
 		"AllowedSlots": tg.goal.AllowedSlots, "WindowHours": tg.goal.WindowHours,

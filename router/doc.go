@@ -45,13 +45,23 @@
 //     hold and updates its card); /breaker, /progress and /quiet propose the goal settings
 //     with a machine default. Clicks on turn cards ([Retry now], [Pause agent]) and breaker
 //     cards ([Resume agent]) are owners' only, audited, and update the card in place.
+//   - The goal contract: /contract shows it to members (objective, scope, capabilities per
+//     agent, criteria and which are met); /scope, /capability, /criteria, /done, /reopen and
+//     /replan propose through the change kernel (a preview card, applied on Confirm, like
+//     /budget); /waive records an owner's waiver and /handoff hands a todo to another agent
+//     (the receiver must hold what the todo requires). Where the kernel refuses, the reply says
+//     why in the chat's language, with the way out, never an internal name. /status marks the
+//     settings that follow a machine default, says when a done goal was finished, and shows
+//     handoffs and replans an agent has not acknowledged; /runs shows a turn's handoff. The card
+//     LoopX posts itself to finish a goal whose work is complete names LoopX as the proposer
+//     and is confirmed like any other (owners only).
 //   - In a direct chat with no binding, /status and /gates without a goal answer with an
 //     overview of every goal the person owns or belongs to, what needs them first; other
 //     commands that need a goal keep asking for one.
 //   - A message's images and files (Message.Files) go with its inbox item, which waits until
 //     the bot downloaded them; files with no words make a message named by the files.
-//   - Authorization: owners may do everything on their goal; members may message its agents
-//     and use /status, /gates, /report; admins (Options.Admins) everything; anyone else gets a
+//   - Authorization: owners may do everything on their goal; members may message its agents,
+//     add todos and use /status, /contract, /gates, /report, /runs; admins (Options.Admins) everything; anyone else gets a
 //     reply naming the goal's owners. Every refusal is audited. Card clicks are checked the
 //     same way, plus: the gate must still be open and the card version current.
 //   - The command table in grammar.go is the only list of commands: Parse accepts exactly

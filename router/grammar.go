@@ -48,12 +48,27 @@ type Parsed struct {
 	People  []string // owners, members: @-mentions or open_ids, as typed
 	Stall   int      // stall: turns without progress; 0 = off
 	Setting string   // breaker: a number, off or default; progress, quiet: on, off or default
+	// The goal contract (contract.go): scope, capability, criteria, done, reopen, replan,
+	// waive, handoff.
+	Part     string            // scope: editable | protected | notes
+	Items    []string          // scope: paths; capability: names; criteria remove: ids
+	Criteria []store.Criterion // criteria add: one per line
+	Reason   string            // done, reopen, replan (after "because"), waive
+	TodoID   int64             // waive (todo N), handoff
+	To       string            // handoff: the agent that receives the todo
+	Kind     string            // handoff: resume | review | verify
+	Cancel   []int64           // replan: todos to cancel
+	Reopen   []int64           // replan: todos to reopen
 }
 
 // ParseError is a text that means nothing: Problem says why, Usage shows the right form.
+// Code, when set, names the word (parse.<code> in templates' word lists, formatted with Args)
+// that says Problem in the chat's language.
 type ParseError struct {
 	Problem string
 	Usage   string
+	Code    string
+	Args    []any
 }
 
 func (e *ParseError) Error() string {
@@ -77,20 +92,27 @@ const (
 type argKind int
 
 const (
-	argsNone     argKind = iota
-	argsGoalOpt          // [#goal]
-	argsGoalReq          // #goal[/agent] (bind)
-	argsBudget           // [#goal] <slots> [<window-hours>]
-	argsTodo             // [#goal] <text>
-	argsGate             // <gate> [comment]
-	argsLang             // en|zh
-	argsRuns             // [#goal] [n]
-	argsSchedule         // [#goal] heartbeat|report <spec>|off [zone]
-	argsPeople           // [#goal] add|remove|set <people>
-	argsStall            // [#goal] <turns>|off
-	argsAgentOpt         // [#goal[/agent]] (stop, run, pause, resume)
-	argsBreaker          // [#goal] <failures>|off|default
-	argsSwitch           // [#goal] on|off|default
+	argsNone       argKind = iota
+	argsGoalOpt            // [#goal]
+	argsGoalReq            // #goal[/agent] (bind)
+	argsBudget             // [#goal] <slots> [<window-hours>]
+	argsTodo               // [#goal] <text>
+	argsGate               // <gate> [comment]
+	argsLang               // en|zh
+	argsRuns               // [#goal] [n]
+	argsSchedule           // [#goal] heartbeat|report <spec>|off [zone]
+	argsPeople             // [#goal] add|remove|set <people>
+	argsStall              // [#goal] <turns>|off
+	argsAgentOpt           // [#goal[/agent]] (stop, run, pause, resume)
+	argsBreaker            // [#goal] <failures>|off|default
+	argsSwitch             // [#goal] on|off|default
+	argsScope              // [#goal] editable|protected [add|remove] <path…>|all|none, notes <text>|none
+	argsCapability         // [#goal[/agent]] grant|revoke <name…>
+	argsCriteria           // [#goal] add [id:] <text> (one a line) | remove <id…>
+	argsReason             // [#goal] [reason] (done, reopen)
+	argsReplan             // [#goal] <objective> [because <reason>] [cancel <todo…>] [reopen <todo…>]
+	argsWaive              // [#goal] [todo <n>] <criterion> <reason>
+	argsHandoff            // [#goal] [todo] <n> [to] <agent> [as resume|review|verify] <note>
 )
 
 // command is one row of the table that routes commands and generates /help (each command's
@@ -110,6 +132,7 @@ func commandTable() []command {
 		{"help", "/help", needAnyone, argsNone, "chat.help"},
 		{"goals", "/goals", needAnyone, argsNone, "chat.goals"},
 		{"status", "/status [#goal]", needMember, argsGoalOpt, "chat.status"},
+		{"contract", "/contract [#goal]", needMember, argsGoalOpt, "chat.contract"},
 		{"gates", "/gates [#goal]", needMember, argsGoalOpt, "chat.gates"},
 		{"report", "/report [#goal]", needMember, argsGoalOpt, "chat.report"},
 		{"runs", "/runs [#goal] [n]", needMember, argsRuns, "chat.runs"},
@@ -131,6 +154,14 @@ func commandTable() []command {
 		{"breaker", "/breaker #goal <failures>|off|default", needOwner, argsBreaker, "chat.breaker"},
 		{"progress", "/progress #goal on|off|default", needOwner, argsSwitch, "chat.progress"},
 		{"quiet", "/quiet #goal on|off|default", needOwner, argsSwitch, "chat.quiet"},
+		{"scope", "/scope #goal editable|protected [add|remove] <path…>|all|none, or notes <text>|none", needOwner, argsScope, "chat.scope"},
+		{"capability", "/capability #goal[/agent] grant|revoke <name…>", needOwner, argsCapability, "chat.capability"},
+		{"criteria", "/criteria #goal add [id:] <text> | remove <id…>", needOwner, argsCriteria, "chat.criteria"},
+		{"done", "/done #goal [reason]", needOwner, argsReason, "chat.done"},
+		{"reopen", "/reopen #goal [reason]", needOwner, argsReason, "chat.reopen"},
+		{"replan", "/replan #goal <new objective> [because <reason>] [cancel <todo…>] [reopen <todo…>]", needOwner, argsReplan, "chat.replan"},
+		{"waive", "/waive #goal [todo <n>] <criterion> <reason>", needOwner, argsWaive, "chat.waive"},
+		{"handoff", "/handoff #goal <todo> to <agent> [as review|verify] <note>", needOwner, argsHandoff, "chat.handoff"},
 		{"web", "/web", needAnyone, argsNone, "chat.web"},
 	}
 }
@@ -254,7 +285,7 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 	if cmd.args != argsNone && cmd.args != argsGate && cmd.args != argsLang && strings.HasPrefix(rest, "#") {
 		tok, r := cut(rest)
 		depth := 1
-		if cmd.args == argsGoalReq || cmd.args == argsAgentOpt {
+		if cmd.args == argsGoalReq || cmd.args == argsAgentOpt || cmd.args == argsCapability {
 			depth = 2
 		}
 		a, err := parseAddress(tok, depth)
@@ -378,6 +409,8 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 			return bad("turns must be a whole number from 1 to 100, or off, got %q", clip(rest, 20))
 		}
 		p.Stall = n
+	case argsScope, argsCapability, argsCriteria, argsReason, argsReplan, argsWaive, argsHandoff:
+		return parseContract(cmd, p, rest)
 	case argsLang:
 		l := strings.ToLower(strings.TrimSpace(rest))
 		if !templates.IsLang(l) {

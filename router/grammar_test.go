@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"loopx/store"
 	"loopx/templates"
 )
 
@@ -36,6 +38,36 @@ func TestParse(t *testing.T) {
 		{"/steer #docs/codex stop that", Parsed{Mode: "steer", Addr: &Address{Goal: "docs", Agent: "codex"}, Text: "stop that"}},
 		{"#docs /queue later please", Parsed{Mode: "queue", Addr: &Address{Goal: "docs"}, Text: "later please"}},
 		{"／queue　next turn", Parsed{Mode: "queue", Text: "next turn"}},
+		// The goal contract.
+		{"/contract", Parsed{Command: "contract"}},
+		{"/scope #docs editable docs/** site/*.md", Parsed{Command: "scope", Addr: &Address{Goal: "docs"}, Part: "editable", Op: "set", Items: []string{"docs/**", "site/*.md"}}},
+		{"/scope protected add deploy/**, .github/**", Parsed{Command: "scope", Part: "protected", Op: "add", Items: []string{"deploy/**", ".github/**"}}},
+		{"/scope Protected remove deploy/**", Parsed{Command: "scope", Part: "protected", Op: "remove", Items: []string{"deploy/**"}}},
+		{"/scope editable all", Parsed{Command: "scope", Part: "editable", Op: "set", Items: []string{}}},
+		{"/scope protected none", Parsed{Command: "scope", Part: "protected", Op: "set", Items: []string{}}},
+		{"/scope notes never touch billing", Parsed{Command: "scope", Part: "notes", Text: "never touch billing"}},
+		{"/scope notes none", Parsed{Command: "scope", Part: "notes"}},
+		{"/capability #docs grant write-code, Publish", Parsed{Command: "capability", Addr: &Address{Goal: "docs"}, Op: "grant", Items: []string{"write-code", "publish"}}},
+		{"/capability #docs/codex revoke publish", Parsed{Command: "capability", Addr: &Address{Goal: "docs", Agent: "codex"}, Op: "revoke", Items: []string{"publish"}}},
+		{"/criteria add docs build\nlinks: links checked\n\n", Parsed{Command: "criteria", Op: "add",
+			Criteria: []store.Criterion{{Text: "docs build"}, {ID: "links", Text: "links checked"}}}},
+		{"/criteria #docs remove g1 G2", Parsed{Command: "criteria", Addr: &Address{Goal: "docs"}, Op: "remove", Items: []string{"g1", "g2"}}},
+		{"/done", Parsed{Command: "done"}},
+		{"/done #docs shipped it", Parsed{Command: "done", Addr: &Address{Goal: "docs"}, Reason: "shipped it"}},
+		{"/reopen one more fix", Parsed{Command: "reopen", Reason: "one more fix"}},
+		{"/replan #docs Ship the API because users asked cancel 3 #4 reopen 7",
+			Parsed{Command: "replan", Addr: &Address{Goal: "docs"}, Text: "Ship the API", Reason: "users asked", Cancel: []int64{3, 4}, Reopen: []int64{7}}},
+		{"/replan Ship the API, because: users asked, because they pay", Parsed{Command: "replan", Text: "Ship the API", Reason: "users asked, because they pay"}},
+		{"/replan 改写接口文档，因为客户要求", Parsed{Command: "replan", Text: "改写接口文档", Reason: "客户要求"}},
+		{"/replan cancel the old plan and ship", Parsed{Command: "replan", Text: "cancel the old plan and ship"}},
+		{"/replan Ship it reopen 5, 6", Parsed{Command: "replan", Text: "Ship it", Reopen: []int64{5, 6}}},
+		{"/replan Ship it cancel 3 later", Parsed{Command: "replan", Text: "Ship it cancel 3 later"}},
+		{"/waive g2 checked by hand", Parsed{Command: "waive", Text: "g2", Reason: "checked by hand"}},
+		{"/waive #docs todo 3 C1 not needed", Parsed{Command: "waive", Addr: &Address{Goal: "docs"}, TodoID: 3, Text: "c1", Reason: "not needed"}},
+		{"/waive 待办 #3 c1 不需要", Parsed{Command: "waive", TodoID: 3, Text: "c1", Reason: "不需要"}},
+		{"/handoff #docs 3 to claude the build is green", Parsed{Command: "handoff", Addr: &Address{Goal: "docs"}, TodoID: 3, To: "claude", Text: "the build is green"}},
+		{"/handoff todo #3 Claude as review check links", Parsed{Command: "handoff", TodoID: 3, To: "claude", Kind: "review", Text: "check links"}},
+		{"/handoff 待办 3 给 claude 检查链接", Parsed{Command: "handoff", TodoID: 3, To: "claude", Text: "检查链接"}},
 	}
 	for _, c := range cases {
 		got, err := Parse(c.in)
@@ -69,12 +101,66 @@ func TestParseErrors(t *testing.T) {
 		"#":                              "is not a goal id",
 		"/budget #docs -1":               "slots must be",
 		"/approve g99999999999999999999": "is not a gate id",
+		"/scope":                         "/scope takes editable, protected or notes first",
+		"/scope editable":                "name the paths",
+		"/scope editable add all":        "editable add takes paths, not all",
+		"/scope protected a[":            `"a[" is not a path pattern`,
+		"/scope notes":                   "say the boundaries in words",
+		"/capability #docs":              "/capability takes grant or revoke",
+		"/capability add publish":        "/capability takes grant or revoke",
+		"/capability grant":              "name the capabilities to grant",
+		"/capability grant spend_money":  `"spend_money" is not a capability name`,
+		"/capability #a/b/c grant x":     "too many parts",
+		"/criteria":                      "/criteria takes add or remove",
+		"/criteria add":                  "say what must be true after add",
+		"/criteria remove":               "name the criteria to remove by id",
+		"/criteria remove g!":            `"g!" is not a criterion id`,
+		"/replan":                        "say the new objective",
+		"/replan because x":              "say the new objective",
+		"/waive":                         "name the criterion to waive",
+		"/waive todo x g1 why":           `"x" is not a todo number`,
+		"/waive g1":                      "say why g1 counts as met",
+		"/waive g!1 why":                 `"g!1" is not a criterion id`,
+		"/handoff":                       `"" is not a todo number`,
+		"/handoff 3":                     "name the agent that takes the todo",
+		"/handoff 3 to":                  "name the agent that takes the todo",
+		"/handoff 3 to Bad! note":        `"Bad!" is not an agent id`,
+		"/handoff 3 to claude":           "add a note: what claude should do next",
+		"/handoff 3 to claude as boss x": `after as comes resume, review or verify, not "boss"`,
+		"/done #docs/codex":              "too many parts",
 	}
 	for in, want := range cases {
 		_, err := Parse(in)
 		var pe *ParseError
 		require.True(t, errors.As(err, &pe), "%q: got %v", in, err)
 		require.Contains(t, pe.Error(), want, in)
+	}
+}
+
+// Every problem the contract commands' grammar names by a code has a word in every language,
+// and the word says the problem with the same arguments.
+func TestParseCodesHaveWords(t *testing.T) {
+	t.Parallel()
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	src, err := os.ReadFile("contractgrammar.go")
+	require.NoError(t, err)
+	codes := regexp.MustCompile(`bad\("([a-z_]+)"`).FindAllStringSubmatch(string(src), -1)
+	require.Greater(t, len(codes), 20)
+	for _, m := range codes {
+		for _, lang := range templates.Languages() {
+			w := tpl.Word(lang, "parse."+m[1])
+			require.NotEqual(t, "parse."+m[1], w, "no %s word parse.%s", lang, m[1])
+		}
+	}
+	for _, in := range []string{"/scope editable add all", "/capability grant x_y", "/criteria remove g!", "/waive g1", "/handoff 3 to claude as boss x"} {
+		_, err := Parse(in)
+		var pe *ParseError
+		require.True(t, errors.As(err, &pe), in)
+		require.NotEmpty(t, pe.Code, in)
+		for _, lang := range templates.Languages() {
+			require.NotContains(t, tpl.Word(lang, "parse."+pe.Code, pe.Args...), "%!", "%s %s: the word takes the arguments", lang, in)
+		}
 	}
 }
 

@@ -326,10 +326,18 @@ func (h *handling) handle(ctx context.Context) error {
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) {
-			if pe.Usage == "" {
-				return h.reply(ctx, "failed", map[string]any{"Problem": pe.Problem}, nil)
+			problem := pe.Problem
+			if pe.Code != "" {
+				lang, err := h.langFor(ctx, nil)
+				if err != nil {
+					return err
+				}
+				problem = h.c.tpl.Word(lang, "parse."+pe.Code, pe.Args...)
 			}
-			return h.reply(ctx, "usage", map[string]any{"Problem": pe.Problem, "Usage": pe.Usage}, nil)
+			if pe.Usage == "" {
+				return h.reply(ctx, "failed", map[string]any{"Problem": problem}, nil)
+			}
+			return h.reply(ctx, "usage", map[string]any{"Problem": problem, "Usage": pe.Usage}, nil)
 		}
 		return err
 	}
@@ -415,6 +423,10 @@ func (h *handling) meta() store.Meta {
 func (h *handling) kernelError(ctx context.Context, err error, about *target) error {
 	var se *store.Error
 	if errors.As(err, &se) {
+		if se.Reason == store.ReasonGoalDone && about != nil {
+			// Every change of a done goal is refused the same way: said in words, with the way out.
+			return h.reply(ctx, "contract_refused", map[string]any{"Code": "goal_done", "GoalID": about.goal.ID, "Command": ""}, about)
+		}
 		return h.reply(ctx, "failed", map[string]any{"Problem": se.Msg}, about) // the reason, never the field's internal name
 	}
 	return err

@@ -44,8 +44,19 @@ func (h *handling) runs(ctx context.Context, tg *target, p Parsed) error {
 		}
 		mins := max(0, int(end.Sub(t.StartedAt)/time.Minute))
 		by, outcome := cards.Outcome(func(k string) string { return h.c.tpl.Word(lang, "turn."+k) }, t.State, t.Outcome)
+		// The handoff the turn ended with: for whom, what is next, whether it was read.
+		var handoff map[string]any
+		hs, err := store.ListHandoffs(ctx, h.tx, store.ListHandoffsParams{GoalID: tg.goal.ID, TurnID: t.ID, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(hs) == 1 {
+			handoff = map[string]any{"To": hs[0].To, "Kind": hs[0].Kind, "Next": hs[0].Next, "Done": hs[0].Done, "Acked": hs[0].AckedAt != nil,
+				"Self": hs[0].To == t.AgentID}
+		}
 		list = append(list, map[string]any{
-			"ID": t.ID, "Agent": t.AgentID, "Started": t.StartedAt.In(loc).Format(statusTimeLayout),
+			"Handoff": handoff,
+			"ID":      t.ID, "Agent": t.AgentID, "Started": t.StartedAt.In(loc).Format(statusTimeLayout),
 			"State": t.State, "Outcome": outcome, "HaltedBy": by, "TodoID": t.TodoID, "TodoText": t.TodoText,
 			"Evidence": t.Evidence, "Spent": t.Spent, "Hours": mins / 60, "Minutes": mins % 60, "URL": h.turnURL(tg.goal.ID, t.ID),
 		})

@@ -1,9 +1,12 @@
 package router
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"time"
 
+	"loopx/change"
 	"loopx/store"
 )
 
@@ -46,4 +49,60 @@ func problemsView(p store.GoalProblems, tz string, advice func(code int) string)
 		"MissedMore":  p.MissedTotal - len(p.Missed),
 		"MissedHours": int(statusMissedWindow / time.Hour),
 	}
+}
+
+// statusSettings are the settings with a machine default /status shows, the ones people act
+// on from a phone; the workspace and goal show list every one.
+func statusSettings() []string {
+	return []string{store.SettingAllowedSlots, store.SettingWindowHours, store.SettingStallTurns, store.SettingBreakerFailures}
+}
+
+// contractBrief is the part of /status about the contract and the goal's decisions: the
+// criteria met, the scope and capabilities in short, each setting with a machine default
+// marked as the default or the goal's own, and when and why a done goal was finished.
+func (h *handling) contractBrief(ctx context.Context, g store.Goal) (map[string]any, error) {
+	criteria, err := store.CriteriaStatus(ctx, h.tx, g.ID, 0, g.Criteria)
+	if err != nil {
+		return nil, err
+	}
+	lang, err := h.langFor(ctx, &g)
+	if err != nil {
+		return nil, err
+	}
+	defaults, err := store.GetMachineDefaults(ctx, h.tx)
+	if err != nil {
+		return nil, err
+	}
+	settings := []map[string]any{}
+	for _, v := range store.GoalSettings(g, defaults, store.PermissionPolicy{}) {
+		if !slices.Contains(statusSettings(), v.Setting) {
+			continue
+		}
+		value := v.Value
+		if value == "0" && (v.Setting == store.SettingStallTurns || v.Setting == store.SettingBreakerFailures) {
+			value = h.c.tpl.Word(lang, "setting.off")
+		}
+		if v.Source == store.SourceDefault {
+			value = h.c.tpl.Word(lang, "setting.default_value", value)
+		}
+		settings = append(settings, map[string]any{"Name": change.FieldName(h.c.tpl, lang, v.Setting), "Value": value})
+	}
+	out := map[string]any{
+		"Criteria": len(criteria), "CriteriaMet": len(criteria) - len(store.Unmet(criteria)),
+		"Editable": nonNil(g.ScopeEditable), "Protected": nonNil(g.ScopeProtected), "HasNotes": g.ScopeNotes != "",
+		"Grants": nonNil(g.Capabilities), "Settings": settings, "Finished": nil,
+	}
+	if g.Status == store.GoalDone {
+		trail, err := store.ListTrail(ctx, h.tx, g.ID, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(trail) == 1 && trail[0].Kind == store.DecisionDone {
+			loc, zone := zoneOf(g.HeartbeatTZ)
+			d := trail[0]
+			out["Finished"] = map[string]any{"When": d.CreatedAt.In(loc).Format(statusTimeLayout), "Zone": zone,
+				"By": d.DecidedBy, "Reason": d.Reason}
+		}
+	}
+	return out, nil
 }

@@ -109,7 +109,11 @@ func (d *Digests) build(ctx context.Context, tx store.DB, p ReportParams, trigge
 	if err != nil {
 		return res, err
 	}
-	if trigger == "schedule" && facts.Nothing() && goal.Quiet(defaults) {
+	trail, err := decisionsIn(ctx, tx, p.GoalID, from, p.Now)
+	if err != nil {
+		return res, err
+	}
+	if trigger == "schedule" && facts.Nothing() && len(trail) == 0 && goal.Quiet(defaults) {
 		// Nothing new: record the quiet window (the next digest starts after it and says how
 		// long it was quiet) and send nothing.
 		id, created, err := store.InsertDigest(ctx, tx, store.DigestInsert{
@@ -145,7 +149,7 @@ func (d *Digests) build(ctx context.Context, tx store.DB, p ReportParams, trigge
 		res.Reason = "already_sent"
 		return res, nil
 	}
-	if res.Message, err = d.cfg.Cards.Report(lang, facts, loc, sched.HeartbeatNext); err != nil {
+	if res.Message, err = d.cfg.Cards.Report(lang, facts, trail, loc, sched.HeartbeatNext); err != nil {
 		return res, err
 	}
 	base := store.OutboxInsert{Kind: res.Message.Kind, Content: res.Message.Content, GoalID: p.GoalID}
@@ -171,4 +175,23 @@ func (d *Digests) build(ctx context.Context, tx store.DB, p ReportParams, trigge
 		return res, fmt.Errorf("queue digest: %w", err)
 	}
 	return res, nil
+}
+
+// digestDecisions bounds the decisions one report lists.
+const digestDecisions = 20
+
+// decisionsIn lists the goal's decisions (finished, reopened, replanned) made in [from, to),
+// newest first: the report says what was decided in its window.
+func decisionsIn(ctx context.Context, db store.DB, goalID string, from, to time.Time) ([]store.GoalDecision, error) {
+	trail, err := store.ListTrail(ctx, db, goalID, digestDecisions)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.GoalDecision
+	for _, d := range trail {
+		if !d.CreatedAt.Before(from) && d.CreatedAt.Before(to) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }

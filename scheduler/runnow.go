@@ -106,6 +106,8 @@ func (s *Scheduler) runReply(ctx context.Context, tx *store.Tx, r store.RunReque
 		why = tpl.Word(lang, "run.why.quota_zero")
 	case d.Reason == "monitor_only":
 		why = tpl.Word(lang, "run.why.monitor_only")
+	case d.Reason == "missing_capability" || d.Reason == "work_complete":
+		why = tpl.Word(lang, "run.why."+d.Reason)
 	case out.State != "":
 		why = tpl.Word(lang, "run.why."+out.State)
 	}

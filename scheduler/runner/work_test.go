@@ -225,6 +225,42 @@ func TestRunNowFiresThroughShouldRun(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE dedupe_key = $1`, store.TurnCardKey(turns[0].id, "oc_room")))
 }
 
+// /run on a goal whose todos are all finished, then on the goal once done, says why no turn
+// started in words, not should-run's reasons.
+func TestRunNowSaysWhyInWords(t *testing.T) {
+	t.Parallel()
+	agent := script(t, `echo done`)
+	b := setupWork(t, store.RunnerExec, runner.ExecSettings{Argv: []string{"/bin/sh", agent}}, nil)
+	ctx := t.Context()
+	todos, err := b.st.ListTodos(ctx, store.ListTodosParams{GoalID: "g"})
+	require.NoError(t, err)
+	done := store.TodoDone
+	_, err = b.st.UpdateTodo(ctx, store.UpdateTodoParams{GoalID: "g", TodoID: todos[0].ID, AgentID: "a1", Version: todos[0].Version, Status: &done, Meta: admin})
+	require.NoError(t, err)
+	reply := func(lang string) string {
+		t.Helper()
+		req, err := b.st.RequestRun(ctx, store.RunParams{GoalID: "g", AgentID: "a1", ChatID: "oc_room", ReplyTo: "om_run_" + lang,
+			Lang: lang, Meta: store.Meta{Actor: "ou_owner", Surface: "chat"}})
+		require.NoError(t, err)
+		_, err = b.sched.Step(ctx)
+		require.NoError(t, err)
+		b.sched.Wait()
+		out, err := store.GetOutboxByKey(ctx, b.st.DB(), store.RunReplyKey(req.ID))
+		require.NoError(t, err)
+		return out.Content
+	}
+	require.Contains(t, reply("en"), "No turn started for a1 on #g: every todo is finished; /done finishes the goal.")
+	require.NoError(t, b.st.WithTx(ctx, func(tx *store.Tx) error {
+		g, err := store.LockGoal(ctx, tx, "g")
+		if err != nil {
+			return err
+		}
+		_, _, err = store.FinishGoal(ctx, tx, g, nil, b.clock.Now())
+		return err
+	}))
+	require.Contains(t, reply("zh"), "目标已完成；用 /reopen 重新打开")
+}
+
 // A scheduled digest with nothing new is not sent; the first one after says how long it
 // was quiet.
 func TestQuietDigests(t *testing.T) {
