@@ -2,6 +2,7 @@ package cards
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -45,6 +46,8 @@ type ProposalView struct {
 	AppliedVersion int64
 	GoalVersion    int64
 	Need           string
+	// Why is the reason the proposer gave (a replan's, a finish's), "" when none.
+	Why string
 	// ByLoopX: LoopX proposed it itself (store.ActorSystem), such as finishing a goal whose
 	// work is complete; the card names LoopX, not a person.
 	ByLoopX bool
@@ -95,6 +98,12 @@ func (pc ProposalCards) View(lang string, p store.Proposal, now time.Time) (Prop
 		v.DecidedAt = p.DecidedAt.UTC().Format("2006-01-02 15:04 UTC")
 	}
 	v.Who = pc.WhoMay(lang, p.Need)
+	var asked struct {
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(p.Params, &asked) == nil {
+		v.Why = asked.Reason
+	}
 	v.What = pc.what(lang, p)
 	for _, d := range p.Diff {
 		v.Diff = append(v.Diff, DiffRow{Field: d.Field, Name: change.FieldName(pc.tpl, lang, d.Field), Before: change.ValueName(pc.tpl, lang, d.Field, d.Before), After: change.ValueName(pc.tpl, lang, d.Field, d.After)})
