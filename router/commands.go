@@ -97,7 +97,7 @@ func (h *handling) help(ctx context.Context) error {
 	}
 	var cmds []map[string]any
 	for _, c := range commandTable() {
-		cmds = append(cmds, map[string]any{"Usage": c.usage, "Summary": h.c.tpl.Word(lang, "help."+c.name),
+		cmds = append(cmds, map[string]any{"Usage": h.c.tpl.Word(lang, "usage."+c.name), "Summary": h.c.tpl.Word(lang, "help."+c.name),
 			"Who": h.c.tpl.Word(lang, "help.who."+needName(c.need))})
 	}
 	return h.reply(ctx, "help", map[string]any{"Commands": cmds}, nil)
@@ -315,10 +315,7 @@ func (h *handling) changeGoal(ctx context.Context, cmd command, tg *target, p Pa
 	case "owners", "members":
 		ids, bad := h.people(p.People)
 		if bad != "" {
-			return h.reply(ctx, "usage", map[string]any{
-				"Problem": fmt.Sprintf("%q is not a person: @-mention them or give their open_id (ou_…)", clip(bad, 40)),
-				"Usage":   cmd.usage,
-			}, tg)
+			return h.usage(ctx, tg, cmd.name, "parse.person", clip(bad, 40))
 		}
 		add, remove, set := &c.AddOwners, &c.RemoveOwners, &c.Owners
 		if cmd.name == "members" {
@@ -469,7 +466,7 @@ func (h *handling) answerGate(ctx context.Context, cmd command, p Parsed) error 
 				return aerr
 			}
 		}
-		return h.reply(ctx, "failed", map[string]any{"Problem": fmt.Sprintf("there is no gate %s you can answer; /gates lists the open ones", cards.ShortGate(p.GateID))}, nil)
+		return h.usage(ctx, nil, "", "gate.none", cards.ShortGate(p.GateID))
 	}
 	tg := &target{goal: goal.Goal, role: goal.Role, agent: g.AgentID}
 	if !allows(goal.Role, needOwner) {
