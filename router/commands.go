@@ -164,14 +164,19 @@ func (h *handling) gates(ctx context.Context, tg *target) error {
 	if err != nil {
 		return err
 	}
+	lang, err := h.langFor(ctx, &tg.goal)
+	if err != nil {
+		return err
+	}
 	list := []map[string]any{}
 	for _, g := range open {
 		text, err := store.GetTodoText(ctx, h.tx, g.TodoID)
 		if err != nil {
 			return err
 		}
+		question, labels := cards.GateWords(h.c.tpl, lang, g)
 		list = append(list, map[string]any{
-			"Short": cards.ShortGate(g.ID), "Question": g.Question, "Options": g.Options,
+			"Short": cards.ShortGate(g.ID), "Question": question, "Options": g.Options, "Labels": labels,
 			"TodoID": g.TodoID, "TodoText": text,
 		})
 	}

@@ -557,3 +557,34 @@ func TestPermissionGateShowsTheRequestAndItsButtons(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.PermitAllow, store.PermissionDecision(g))
 }
+
+// The stall guard's gate reads in the page's language: its question (stored in the goal's
+// language) and its buttons, which still answer with the stored values.
+func TestStallGateReadsInThePagesLanguage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	var g store.Gate
+	require.NoError(t, b.st.WithTx(ctx, func(tx *store.Tx) error {
+		var err error
+		g, _, err = store.OpenStallGate(ctx, tx, store.StallGateParams{GoalID: "docs", AgentID: "codex",
+			Question: b.tpl.Word("en", "stall_question", 3)}, b.clock.Now())
+		return err
+	}))
+	br := b.signIn(t, owner)
+	br.get("/web/")
+	br.post("/web/lang", url.Values{"lang": {"zh"}, "back": {"/web/"}})
+	_, home, _ := br.get("/web/")
+	require.Contains(t, home, "连续 3 轮没有进展：继续还是暂停？")
+	require.NotContains(t, home, "no progress")
+	_, page, _ := br.get("/web/goals/docs")
+	require.Contains(t, page, "连续 3 轮没有进展：继续还是暂停？")
+	require.Contains(t, page, `value="continue" class="primary">继续</button>`)
+	require.Contains(t, page, `value="pause" class="danger">暂停目标</button>`)
+	status, loc := br.post("/web/goals/docs/gates/"+itoa(g.ID)+"/answer", url.Values{"answer": {"continue"}})
+	require.Equal(t, http.StatusSeeOther, status, loc)
+	got, err := b.st.GetGate(ctx, "docs", g.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.GateApproved, got.Status)
+	require.Equal(t, store.StallContinue, got.Answer)
+}
