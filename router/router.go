@@ -679,3 +679,25 @@ func (c *Chat) toastAnswer(lang, kind, code, status, answer string) (CardResult,
 	}
 	return CardResult{ToastKind: kind, Toast: text}, nil
 }
+
+// ClickFailures are the toasts the bot answers a card click with when the router could not
+// answer it: the click could not be read (Unreadable), or handling it failed and nothing was
+// committed (NotRecorded). The bot cannot tell the clicker's chat then, so each is said in
+// every language (keyed by templates.Languages); Lang is the one to show a clicker whose
+// language is none of them.
+type ClickFailures struct {
+	Lang        string
+	Unreadable  map[string]string
+	NotRecorded map[string]string
+}
+
+// ClickFailureToasts words the ClickFailures from tpl (the words click.unreadable and
+// click.not_recorded); lang ("" = en) is the one shown by default.
+func ClickFailureToasts(tpl *templates.Set, lang string) ClickFailures {
+	f := ClickFailures{Lang: templates.Lang(lang), Unreadable: map[string]string{}, NotRecorded: map[string]string{}}
+	for _, l := range templates.Languages() {
+		f.Unreadable[l] = tpl.Word(l, "click.unreadable")
+		f.NotRecorded[l] = tpl.Word(l, "click.not_recorded")
+	}
+	return f
+}
