@@ -270,11 +270,18 @@ func TestHomeListsTheGateAndTheOwnerAnswersIt(t *testing.T) {
 	_, body, _ := br.get("/web/")
 	require.Contains(t, body, "Publish the draft?")
 	require.Regexp(t, `Open gates you can answer <span class="count">1</span>`, body)
+	// What needs the owner first, then one quiet line for the rest; no empty section.
+	require.Less(t, strings.Index(body, `id="h-gates"`), strings.Index(body, `id="home-quiet"`))
+	require.Contains(t, body, `<p class="empty" id="home-quiet">Nothing else waits for you.</p>`)
+	require.NotContains(t, body, "Nothing here.")
+	require.Equal(t, 1, strings.Count(body, "<section"), "only the section that holds something")
 
-	// The member sees the goal but no gate to answer, and no controls.
+	// The member sees the goal but no gate to answer, and no controls: nothing waits for them.
 	mb := b.signIn(t, member)
 	_, body, _ = mb.get("/web/")
-	require.Regexp(t, `Open gates you can answer <span class="count">0</span>`, body)
+	require.NotContains(t, body, "Open gates you can answer")
+	require.Contains(t, body, `<p class="empty" id="home-quiet">Nothing waits for you.</p>`)
+	require.NotContains(t, body, "<section")
 	status, body, _ := mb.get("/web/goals/docs")
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, body, "Publish the draft?")
@@ -577,6 +584,8 @@ func TestStallGateReadsInThePagesLanguage(t *testing.T) {
 	_, home, _ := br.get("/web/")
 	require.Contains(t, home, "连续 3 轮没有进展：继续还是暂停？")
 	require.NotContains(t, home, "no progress")
+	require.Contains(t, home, "没有其他需要你处理的事。")
+	require.NotContains(t, home, "暂无。")
 	_, page, _ := br.get("/web/goals/docs")
 	require.Contains(t, page, "连续 3 轮没有进展：继续还是暂停？")
 	require.Contains(t, page, `value="continue" class="primary">继续</button>`)
