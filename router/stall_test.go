@@ -96,7 +96,7 @@ func TestStallGateReadsInEachChatsLanguage(t *testing.T) {
 		}
 	}
 	require.Contains(t, updates[room], "连续 3 轮没有进展：继续还是暂停？")
-	require.Contains(t, updates[room], "答复：暂停目标")
+	require.Contains(t, updates[room], "回答：暂停目标")
 	require.Empty(t, englishIn(updates[room]), updates[room])
 	require.Contains(t, updates[english], "Answer: Pause the goal")
 }
