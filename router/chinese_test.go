@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"loopx/change"
+	"loopx/router"
 	"loopx/store"
 	"loopx/templates"
 )
@@ -220,6 +221,25 @@ func TestChineseChatRepliesInChinese(t *testing.T) {
 	}
 	for _, a := range corpus {
 		says(a)
+	}
+
+	// A direct chat in Chinese: the overview, a problem with a text.
+	dm := func(text string) {
+		t.Helper()
+		e.send(router.Message{ChatID: "oc_dm", ChatType: router.ChatP2P, SenderID: owner, Text: text}, false)
+	}
+	dm("/lang zh")
+	e.outbox()
+	for _, text := range []string{"/status", "/gates", "/frobnicate", "/web", "hello"} {
+		dm(text)
+		for _, r := range e.outbox() {
+			if r.Kind == "reaction" {
+				continue
+			}
+			shown := shownOf(t, r)
+			require.Empty(t, englishIn(shown), "%q answered with English: %s", text, shown)
+			require.Regexp(t, `\p{Han}`, shown, "%q answered with no Chinese", text)
+		}
 	}
 
 	// A done goal refuses in Chinese too.
