@@ -93,7 +93,8 @@ func TestIngestBenchmark(t *testing.T) {
 		}
 		cfg := bot.Config{AppID: "cli_bench", AppSecret: "s", VerificationToken: testToken, EncryptKey: testKey,
 			BaseURL: "http://127.0.0.1:1", Transport: bot.TransportHTTP}
-		in, err := bot.NewIntake(cfg, h, bot.IntakeOptions{Logger: slog.New(slog.NewTextHandler(&errSample, &slog.HandlerOptions{Level: slog.LevelError}))})
+		in, err := bot.NewIntake(cfg, h, bot.IntakeOptions{Logger: slog.New(slog.NewTextHandler(&errSample, &slog.HandlerOptions{Level: slog.LevelError})),
+			ClickFailures: clickFailures(t)})
 		require.NoError(t, err)
 		mux := http.NewServeMux()
 		mux.Handle("POST /lark/events", in.EventsHandler())

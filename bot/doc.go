@@ -14,7 +14,10 @@
 //     answers 500 over HTTP or an error ack over WS, so Lark redelivers. The handler runs under
 //     a deadline inside Lark's 3 s budget.
 //   - A card callback is always answered with a body (a toast, and the new card when there is
-//     one), never a nil response.
+//     one), never a nil response. A click the router could not answer (unreadable, or not
+//     recorded) gets a toast in every language (Lark's i18n content: zh_cn, en_us), its words
+//     from templates through router.ClickFailureToasts, since the bot cannot tell the
+//     clicker's language then.
 //   - Unknown event types are acknowledged and ignored (debug log), so Lark does not retry them;
 //     so are events the router marks router.ErrUnusable (no chat id, ids too long): counted as
 //     rejected with reason "unusable" and logged, never answered 5xx.

@@ -211,6 +211,14 @@ func TestWrongTypedSignedCallbacksAreAcknowledged(t *testing.T) {
 		status, body, err := e.sb.PushHTTP(t.Context(), e.srvURL+path, []byte(c.body))
 		require.NoError(t, err, name)
 		require.Equal(t, http.StatusOK, status, "%s: %s", name, body)
+		if path == "/lark/cards" {
+			// The clicker reads why in their client's language: nothing changed.
+			var ans struct{ Toast sandbox.Toast }
+			require.NoError(t, json.Unmarshal(body, &ans), name)
+			require.Equal(t, "This button could not be read; nothing was changed.", ans.Toast.Content, name)
+			require.Equal(t, "无法读取这个按钮，没有做任何改动。", ans.Toast.I18n["zh_cn"], name)
+			require.Equal(t, ans.Toast.Content, ans.Toast.I18n["en_us"], name)
+		}
 		want[c.kind]++
 	}
 	for kind, n := range want {

@@ -173,7 +173,7 @@ func (e *testBundle) startIntake(transport string) (*bot.Intake, string) {
 	t := e.t
 	cfg := e.cfg
 	cfg.Transport = transport
-	in, err := bot.NewIntake(cfg, e.h, bot.IntakeOptions{Logger: quietLogger(), Metrics: e.metrics,
+	in, err := bot.NewIntake(cfg, e.h, bot.IntakeOptions{Logger: quietLogger(), Metrics: e.metrics, ClickFailures: clickFailures(t),
 		WS: bot.WSOptions{Check: 50 * time.Millisecond, RestartBackoff: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	if transport == bot.TransportHTTP {
@@ -293,6 +293,15 @@ func waitDelivery(t *testing.T, d *sandbox.Delivery) sandbox.DeliveryResult {
 
 // newChat builds the real router over st with the embedded templates and a default inbox, as
 // loopx serve does.
+// clickFailures are the toasts of a click the router could not answer, worded as serve words
+// them.
+func clickFailures(t testing.TB) router.ClickFailures {
+	t.Helper()
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	return router.ClickFailureToasts(tpl, "en")
+}
+
 func newChat(t testing.TB, st *store.Store, opts router.Options) (*router.Chat, error) {
 	t.Helper()
 	tpl, err := templates.New()

@@ -317,7 +317,7 @@ func (in *Intake) malformed(ctx context.Context, w http.ResponseWriter, transpor
 	in.m.eventsRejected.WithLabelValues(transport, "malformed").Inc()
 	in.log.WarnContext(ctx, "lark event dropped: its fields do not have the types Lark sends", "kind", kind, "err", err)
 	if kind == "card" {
-		writeJSON(w, http.StatusOK, &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "error", Content: unreadableClick}})
+		writeJSON(w, http.StatusOK, &callback.CardActionTriggerResponse{Toast: in.unreadable})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"msg": "dropped: malformed event"})

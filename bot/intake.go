@@ -39,6 +39,9 @@ type IntakeOptions struct {
 	// (either side of now); older or newer ones are refused as replays. 0 means 1 h; a
 	// negative value turns the check off.
 	MaxCallbackAge time.Duration
+	// ClickFailures are the toasts of a click the router could not answer, in every
+	// language (router.ClickFailureToasts). Required.
+	ClickFailures router.ClickFailures
 }
 
 // Intake receives Lark events and card callbacks and hands them to the EventHandler.
@@ -54,6 +57,9 @@ type Intake struct {
 	disp    *dispatcher.EventDispatcher
 	block   cipher.Block // the encrypt key's AES block; nil without an encrypt key
 	bufs    bufferPool   // callback bodies and plaintexts, reused
+
+	// unreadable and notRecorded are the toasts of a click the router could not answer.
+	unreadable, notRecorded *callback.Toast
 
 	connected    atomic.Bool
 	lastActivity atomic.Int64 // unix nanos of the last WS event or (re)connect
@@ -89,8 +95,17 @@ func NewIntake(cfg Config, h EventHandler, opts IntakeOptions) (*Intake, error) 
 	if h == nil {
 		return nil, errors.New("create intake: event handler is nil")
 	}
+	unreadable, err := failureToast(opts.ClickFailures.Lang, opts.ClickFailures.Unreadable)
+	if err != nil {
+		return nil, fmt.Errorf("create intake: the toast of an unreadable click: %w", err)
+	}
+	notRecorded, err := failureToast(opts.ClickFailures.Lang, opts.ClickFailures.NotRecorded)
+	if err != nil {
+		return nil, fmt.Errorf("create intake: the toast of a click not recorded: %w", err)
+	}
 	in := &Intake{cfg: cfg, h: h, log: opts.Logger, m: opts.Metrics, now: opts.Now,
-		timeout: opts.HandlerTimeout, maxAge: opts.MaxCallbackAge, wsOpts: opts.WS.withDefaults()}
+		timeout: opts.HandlerTimeout, maxAge: opts.MaxCallbackAge, wsOpts: opts.WS.withDefaults(),
+		unreadable: unreadable, notRecorded: notRecorded}
 	if in.maxAge == 0 {
 		in.maxAge = DefaultMaxCallbackAge
 	}
@@ -132,8 +147,23 @@ const (
 	eventCardAction = "card.action.trigger"
 )
 
-// unreadableClick is the toast of a card click whose callback cannot be read.
-const unreadableClick = "This button could not be read; nothing was changed."
+// larkLocales are Lark's names of LoopX's languages, the keys of a toast's i18n content.
+var larkLocales = map[string]string{"en": "en_us", "zh": "zh_cn"}
+
+// failureToast is an error toast saying text (by LoopX language) in each language Lark
+// knows, and in lang to a client whose language is none of them.
+func failureToast(lang string, text map[string]string) (*callback.Toast, error) {
+	t := &callback.Toast{Type: "error", Content: text[lang], I18nContent: map[string]string{}}
+	if t.Content == "" {
+		return nil, fmt.Errorf("no words in %q (router.ClickFailureToasts words them)", lang)
+	}
+	for l, words := range text {
+		if locale, ok := larkLocales[l]; ok && words != "" {
+			t.I18nContent[locale] = words
+		}
+	}
+	return t, nil
+}
 
 // DefaultMaxCallbackAge is the default window of an HTTP callback's timestamp.
 const DefaultMaxCallbackAge = time.Hour
@@ -214,7 +244,7 @@ func (in *Intake) onCardAction(ctx context.Context, ev *callback.CardActionTrigg
 	if err != nil {
 		in.m.eventsRejected.WithLabelValues(tr, "malformed").Inc()
 		in.log.WarnContext(ctx, "lark card action dropped", "err", err)
-		return &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "error", Content: unreadableClick}}, nil
+		return &callback.CardActionTriggerResponse{Toast: in.unreadable}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, in.timeout)
 	defer cancel()
@@ -225,8 +255,7 @@ func (in *Intake) onCardAction(ctx context.Context, ev *callback.CardActionTrigg
 		in.log.ErrorContext(ctx, "lark card action not handled", "event_id", act.EventID, "err", err)
 		// Lark never re-pushes card callbacks, so an error would only show the user a generic
 		// failure; say what happened instead. Nothing was committed.
-		return &callback.CardActionTriggerResponse{Toast: &callback.Toast{Type: "error",
-			Content: "LoopX could not record this click (nothing changed). Please try again."}}, nil
+		return &callback.CardActionTriggerResponse{Toast: in.notRecorded}, nil
 	}
 	in.m.handleSeconds.WithLabelValues("card").Observe(in.now().Sub(start).Seconds())
 	return cardResponse(res), nil

@@ -21,7 +21,7 @@ import (
 // without the HTTP server or the database. Run: go test ./bot -run X -bench CallbackMessage
 func BenchmarkCallbackMessage(b *testing.B) {
 	in, err := bot.NewIntake(bot.Config{AppID: "cli_bench", AppSecret: "s", VerificationToken: testToken, EncryptKey: testKey,
-		BaseURL: "http://127.0.0.1:1", Transport: bot.TransportHTTP}, noopHandler{}, bot.IntakeOptions{})
+		BaseURL: "http://127.0.0.1:1", Transport: bot.TransportHTTP}, noopHandler{}, bot.IntakeOptions{ClickFailures: clickFailures(b)})
 	require.NoError(b, err)
 	h := in.EventsHandler()
 	payload, err := json.Marshal(map[string]any{"schema": "2.0",

@@ -312,6 +312,19 @@ func TestCardAnswerIsNeverNil(t *testing.T) {
 	require.NotEqual(t, "null", strings.TrimSpace(string(res.Answer)))
 	require.Equal(t, "error", res.Toast.Type)
 	require.Contains(t, res.Toast.Content, "nothing changed")
+	// The bot cannot tell the clicker's language: Lark shows the toast in the client's.
+	require.Equal(t, map[string]string{"en_us": "LoopX could not record this click (nothing changed). Please try again.",
+		"zh_cn": "LoopX 没能记录这次点击（没有做任何改动），请再试一次。"}, res.Toast.I18n)
+}
+
+// The intake needs the words of the toasts it answers alone with.
+func TestIntakeNeedsItsToasts(t *testing.T) {
+	t.Parallel()
+	cfg := bot.Config{AppID: "cli_toasts", AppSecret: "s", VerificationToken: testToken, BaseURL: "http://127.0.0.1:1", Transport: bot.TransportHTTP}
+	_, err := bot.NewIntake(cfg, noopHandler{}, bot.IntakeOptions{})
+	require.ErrorContains(t, err, "toast")
+	_, err = bot.NewIntake(cfg, noopHandler{}, bot.IntakeOptions{ClickFailures: clickFailures(t)})
+	require.NoError(t, err)
 }
 
 // A dropped long connection reconnects, and an event redelivered after it is handled once.
@@ -362,7 +375,7 @@ func TestWSWatchdogReplacesAStalledLink(t *testing.T) {
 	cfg := e.cfg
 	cfg.Transport = bot.TransportWS
 	require.NoError(t, e.sb.SetCallbackURLs("", ""))
-	in, err := bot.NewIntake(cfg, e.rt, bot.IntakeOptions{Logger: quietLogger(), Metrics: bot.NewMetrics(reg),
+	in, err := bot.NewIntake(cfg, e.rt, bot.IntakeOptions{Logger: quietLogger(), Metrics: bot.NewMetrics(reg), ClickFailures: clickFailures(t),
 		WS: bot.WSOptions{StallAfter: 400 * time.Millisecond, Check: 50 * time.Millisecond, RestartBackoff: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())

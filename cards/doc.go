@@ -12,7 +12,10 @@
 //   - Each card is written once per chat (or owner) under a dedupe key from store/keys.go, so
 //     a retry or a second replica queues nothing twice; updates name the card they replace.
 //   - The language is the chat's (/lang), else the goal's, else the process default
-//     (ChatLang, GoalLang); every word comes from package templates.
+//     (ChatLang, GoalLang); every word comes from package templates. What LoopX wrote itself
+//     reads in the card's language whatever language it was stored in (GateWords): the stall
+//     guard's question, and the labels of the options LoopX gives a gate, whose stored values
+//     (what an answer is matched by) never change.
 //   - Turn cards (TurnCards) show a turn live (progress notes, elapsed time) and then its
 //     outcome, evidence and files; a failure keeps the log's last lines and offers owner-only
 //     [Retry now] [Pause agent]; breaker cards offer [Resume agent]. They go to the goal's

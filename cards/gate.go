@@ -137,7 +137,7 @@ func ChatLang(ctx context.Context, db store.DB, chatID string, g store.Goal, def
 	return GoalLang(g, def), nil
 }
 
-func gateData(ctx context.Context, db store.DB, goal store.Goal, g store.Gate) (map[string]any, error) {
+func gateData(ctx context.Context, db store.DB, tpl *templates.Set, lang string, goal store.Goal, g store.Gate) (map[string]any, error) {
 	text, err := store.GetTodoText(ctx, db, g.TodoID)
 	if err != nil {
 		return nil, err
@@ -146,11 +146,13 @@ func gateData(ctx context.Context, db store.DB, goal store.Goal, g store.Gate) (
 	if g.AnsweredAt != nil {
 		at = g.AnsweredAt.UTC().Format("2006-01-02 15:04 UTC")
 	}
+	question, labels := GateWords(tpl, lang, g)
 	data := map[string]any{
 		"Open": g.Status == store.GateOpen, "GateID": g.ID, "Short": ShortGate(g.ID), "GoalID": g.GoalID,
-		"AgentID": g.AgentID, "CardVersion": g.CardVersion, "Owners": goal.Owners, "Question": g.Question,
-		"Options": g.Options, "TodoID": g.TodoID, "TodoText": text, "Status": g.Status,
-		"AnsweredBy": g.AnsweredBy, "AnsweredAt": at, "Answer": g.Answer, "Comment": g.Comment,
+		"AgentID": g.AgentID, "CardVersion": g.CardVersion, "Owners": goal.Owners, "Question": question,
+		"Options": g.Options, "Labels": labels, "Stall": g.Kind == store.GateKindStall, "TodoID": g.TodoID,
+		"TodoText": text, "Status": g.Status, "AnsweredBy": g.AnsweredBy, "AnsweredAt": at, "Answer": g.Answer,
+		"AnswerLabel": OptionLabel(tpl, lang, g, g.Answer), "Comment": g.Comment,
 	}
 	if g.Kind == store.GateKindPermission && g.Request != nil {
 		// A permission gate's card shows the request itself, and how long it waits.
@@ -175,7 +177,7 @@ func gateTemplate(g store.Gate) string {
 }
 
 func renderGate(ctx context.Context, db store.DB, tpl *templates.Set, lang string, goal store.Goal, g store.Gate) (templates.Rendered, error) {
-	data, err := gateData(ctx, db, goal, g)
+	data, err := gateData(ctx, db, tpl, lang, goal, g)
 	if err != nil {
 		return templates.Rendered{}, err
 	}
@@ -184,11 +186,44 @@ func renderGate(ctx context.Context, db store.DB, tpl *templates.Set, lang strin
 
 // Card renders gate g's card of goal in lang as it stands now (the card a click answers with).
 func (gc GateCards) Card(ctx context.Context, db store.DB, lang string, goal store.Goal, g store.Gate) (string, error) {
-	data, err := gateData(ctx, db, goal, g)
+	data, err := gateData(ctx, db, gc.tpl, lang, goal, g)
 	if err != nil {
 		return "", err
 	}
 	return gc.tpl.Card(lang, gateTemplate(g), data)
+}
+
+// GateWords is how gate g reads in lang: its question, and the label of each of its options
+// in the order of g.Options (the values answers are matched by, which never change). What an
+// agent or a host wrote reads as it was written; what LoopX wrote itself reads in lang: the
+// stall guard's question (stored in the goal's language when the gate opened) and the options
+// LoopX gives its gates (approve and reject, the stall guard's continue and pause, a permission
+// request's answers).
+func GateWords(tpl *templates.Set, lang string, g store.Gate) (question string, labels []string) {
+	question = g.Question
+	if g.Kind == store.GateKindStall {
+		// The gate keeps the question as LoopX said it; the number in it is read back by the
+		// word's own form. A question no word made any more (the word changed) reads as stored.
+		question, _ = tpl.Reword(lang, "stall_question", g.Question)
+	}
+	labels = make([]string, len(g.Options))
+	for i, o := range g.Options {
+		labels[i] = OptionLabel(tpl, lang, g, o)
+	}
+	return question, labels
+}
+
+// OptionLabel is how option o of gate g reads in lang ("" for "").
+func OptionLabel(tpl *templates.Set, lang string, g store.Gate, o string) string {
+	switch {
+	case g.Kind == store.GateKindPermission && (o == "approve" || o == "reject" || o == store.PermissionAllowTurn):
+		return tpl.Word(lang, "gate.option.permission_"+o)
+	case g.Kind == store.GateKindStall && (o == store.StallContinue || o == store.StallPause):
+		return tpl.Word(lang, "gate.option.stall_"+o)
+	case o == "approve" || o == "reject":
+		return tpl.Word(lang, "gate.option."+o)
+	}
+	return o
 }
 
 // ShortGate is how people name a gate: g12.

@@ -97,7 +97,7 @@ func (h *handling) help(ctx context.Context) error {
 	}
 	var cmds []map[string]any
 	for _, c := range commandTable() {
-		cmds = append(cmds, map[string]any{"Usage": c.usage, "Summary": h.c.tpl.Word(lang, "help."+c.name),
+		cmds = append(cmds, map[string]any{"Usage": h.c.tpl.Word(lang, "usage."+c.name), "Summary": h.c.tpl.Word(lang, "help."+c.name),
 			"Who": h.c.tpl.Word(lang, "help.who."+needName(c.need))})
 	}
 	return h.reply(ctx, "help", map[string]any{"Commands": cmds}, nil)
@@ -164,14 +164,19 @@ func (h *handling) gates(ctx context.Context, tg *target) error {
 	if err != nil {
 		return err
 	}
+	lang, err := h.langFor(ctx, &tg.goal)
+	if err != nil {
+		return err
+	}
 	list := []map[string]any{}
 	for _, g := range open {
 		text, err := store.GetTodoText(ctx, h.tx, g.TodoID)
 		if err != nil {
 			return err
 		}
+		question, labels := cards.GateWords(h.c.tpl, lang, g)
 		list = append(list, map[string]any{
-			"Short": cards.ShortGate(g.ID), "Question": g.Question, "Options": g.Options,
+			"Short": cards.ShortGate(g.ID), "Question": question, "Options": g.Options, "Labels": labels,
 			"TodoID": g.TodoID, "TodoText": text,
 		})
 	}
@@ -315,10 +320,7 @@ func (h *handling) changeGoal(ctx context.Context, cmd command, tg *target, p Pa
 	case "owners", "members":
 		ids, bad := h.people(p.People)
 		if bad != "" {
-			return h.reply(ctx, "usage", map[string]any{
-				"Problem": fmt.Sprintf("%q is not a person: @-mention them or give their open_id (ou_…)", clip(bad, 40)),
-				"Usage":   cmd.usage,
-			}, tg)
+			return h.usage(ctx, tg, cmd.name, "parse.person", clip(bad, 40))
 		}
 		add, remove, set := &c.AddOwners, &c.RemoveOwners, &c.Owners
 		if cmd.name == "members" {
@@ -469,7 +471,7 @@ func (h *handling) answerGate(ctx context.Context, cmd command, p Parsed) error 
 				return aerr
 			}
 		}
-		return h.reply(ctx, "failed", map[string]any{"Problem": fmt.Sprintf("there is no gate %s you can answer; /gates lists the open ones", cards.ShortGate(p.GateID))}, nil)
+		return h.usage(ctx, nil, "", "gate.none", cards.ShortGate(p.GateID))
 	}
 	tg := &target{goal: goal.Goal, role: goal.Role, agent: g.AgentID}
 	if !allows(goal.Role, needOwner) {

@@ -205,9 +205,10 @@ func (h *handling) handoff(ctx context.Context, tg *target, p Parsed) error {
 }
 
 // refusal answers a kernel refusal of a contract command in words: the cases people meet
-// (a done goal, a capability the goal or the agent lacks, an unknown criterion or todo, a
-// change that changes nothing) with the facts that explain them, read here; any other
-// refusal with the kernel's message. Errors that are not refusals are returned.
+// (/done of a done goal, a capability the goal or the agent lacks, an unknown criterion or
+// todo) with the facts that explain them, read here; any other refusal as kernelError words
+// it (a done goal, a change that changes nothing among them). Errors that are not refusals
+// are returned.
 func (h *handling) refusal(ctx context.Context, err error, tg *target, p Parsed) error {
 	var se *store.Error
 	if !errors.As(err, &se) {
@@ -219,8 +220,6 @@ func (h *handling) refusal(ctx context.Context, err error, tg *target, p Parsed)
 	switch {
 	case se.Reason == store.ReasonGoalDone && p.Command == "done":
 		code = "already_done"
-	case se.Reason == store.ReasonGoalDone:
-		code = "goal_done"
 	case p.Command == "reopen" && se.Field == "status":
 		code = "not_done"
 	case se.Reason == store.ReasonMissingCapability:
@@ -266,8 +265,6 @@ func (h *handling) refusal(ctx context.Context, err error, tg *target, p Parsed)
 			code = "todo_status"
 			data["TodoID"], data["Status"], data["Want"] = id, status, strings.TrimSuffix(se.Field, "_todos")
 		}
-	case (se.Field == "goal" || se.Field == "agent") && errors.Is(err, store.ErrInvalid):
-		code = "unchanged"
 	}
 	if code == "" {
 		return h.kernelError(ctx, err, tg)

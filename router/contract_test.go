@@ -499,11 +499,20 @@ func TestHelpSaysWhoMay(t *testing.T) {
 			e := langSetup(t, lang)
 			help := ask(t, e, stranger, "/help")
 			owners, members := inLang{"en": " · owners", "zh": " · 负责人"}[lang], inLang{"en": " · members and owners", "zh": " · 成员和负责人"}[lang]
-			require.Contains(t, help, "/contract [#goal]"+members)
-			for _, usage := range []string{"/scope #goal editable|protected", "/capability #goal[/agent] grant|revoke <name…>",
-				"/criteria #goal add [id:] <text> | remove <id…>", "/done #goal [reason]", "/reopen #goal [reason]",
-				"/replan #goal <new objective> [because <reason>]", "/waive #goal [todo <n>] <criterion> <reason>",
-				"/handoff #goal <todo> to <agent> [as review|verify] <note>"} {
+			require.Contains(t, help, inLang{"en": "/contract [#goal]", "zh": "/contract [#目标]"}[lang]+members)
+			usages := map[string][]string{
+				"en": {"/scope #goal editable|protected", "/capability #goal[/agent] grant|revoke <name…>",
+					"/criteria #goal add [id:] <text> | remove <id…>", "/done #goal [reason]", "/reopen #goal [reason]",
+					"/replan #goal <new objective> [because <reason>]", "/waive #goal [todo <n>] <criterion> <reason>",
+					"/handoff #goal <todo> to <agent> [as review|verify] <note>"},
+				// The forms in Chinese: the placeholders in Chinese, the words typed as they are (待办,
+				// 给 and 因为 are typed too).
+				"zh": {"/scope #目标 editable|protected", "/capability #目标[/智能体] grant|revoke <能力…>",
+					"/criteria #目标 add [编号:] <内容> | remove <编号…>", "/done #目标 [原因]", "/reopen #目标 [原因]",
+					"/replan #目标 <新的目标描述> [因为 <原因>]", "/waive #目标 [待办 <编号>] <验收标准> <原因>",
+					"/handoff #目标 <待办> 给 <智能体> [as review|verify] <说明>"},
+			}
+			for _, usage := range usages[lang] {
 				i := strings.Index(help, usage)
 				require.GreaterOrEqual(t, i, 0, usage)
 				line, _, _ := strings.Cut(help[i:], "\n")

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,7 +16,7 @@ import (
 // /replan, /waive and /handoff into p.
 func parseContract(cmd command, p Parsed, rest string) (Parsed, error) {
 	bad := func(code, format string, args ...any) (Parsed, error) {
-		return Parsed{}, &ParseError{Problem: fmt.Sprintf(format, args...), Usage: cmd.usage, Code: code, Args: args}
+		return Parsed{}, parseError(cmd.name, code, format, args...)
 	}
 	switch cmd.args {
 	case argsScope:

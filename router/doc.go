@@ -67,7 +67,12 @@
 //   - The command table in grammar.go is the only list of commands: Parse accepts exactly
 //     those, the router dispatches on them and /help is generated from it. Full-width ／ and
 //     ＃ work like / and #.
-//   - Replies use the chat's language (/lang), else the goal's, else Options.DefaultLang.
+//   - Replies use the chat's language (/lang), else the goal's, else Options.DefaultLang, and
+//     every reply is worded in it from templates: a text that means nothing by its problem's
+//     code (parse.<code>) with the command's form (usage.<form>, which /help lists too), a
+//     refusal of the kernel by its reason, else its field, else its kind, with the ids and
+//     values the router knows (kernel_refused). The kernel's message, English for the API,
+//     never reaches a chat.
 //
 // What it is given: Options.Cards (package cards) renders gate and proposal cards, the same
 // set the API and the workspace use; Options.Changes is the one change kernel;

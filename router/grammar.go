@@ -61,21 +61,27 @@ type Parsed struct {
 	Reopen   []int64           // replan: todos to reopen
 }
 
-// ParseError is a text that means nothing: Problem says why, Usage shows the right form.
-// Code, when set, names the word (parse.<code> in templates' word lists, formatted with Args)
-// that says Problem in the chat's language.
+// ParseError is a text that means nothing. Code names the word that says why in the chat's
+// language (parse.<code> in templates' word lists, formatted with Args); Form, when set, names
+// the right form to show (the word usage.<form>: a command's name, or message, queue or
+// steer). Problem says the same in English, for logs and tests: people read the words.
 type ParseError struct {
 	Problem string
-	Usage   string
 	Code    string
 	Args    []any
+	Form    string
 }
 
 func (e *ParseError) Error() string {
-	if e.Usage == "" {
+	if e.Form == "" {
 		return e.Problem
 	}
-	return e.Problem + " (usage: " + e.Usage + ")"
+	return e.Problem + " (form: " + e.Form + ")"
+}
+
+// parseError is a ParseError with its code, its English problem and the form to show.
+func parseError(form, code, format string, args ...any) *ParseError {
+	return &ParseError{Problem: fmt.Sprintf(format, args...), Code: code, Args: args, Form: form}
 }
 
 // role a sender needs for a command; see authorize.
@@ -116,10 +122,9 @@ const (
 )
 
 // command is one row of the table that routes commands and generates /help (each command's
-// summary is the word help.<name> in templates' word lists).
+// form is the word usage.<name> in templates' word lists, its summary help.<name>).
 type command struct {
 	name   string
-	usage  string
 	need   need
 	args   argKind
 	action string // the audit action and, in refusals, what the sender tried to do
@@ -129,40 +134,40 @@ type command struct {
 // dispatches on them, and /help lists them in this order.
 func commandTable() []command {
 	return []command{
-		{"help", "/help", needAnyone, argsNone, "chat.help"},
-		{"goals", "/goals", needAnyone, argsNone, "chat.goals"},
-		{"status", "/status [#goal]", needMember, argsGoalOpt, "chat.status"},
-		{"contract", "/contract [#goal]", needMember, argsGoalOpt, "chat.contract"},
-		{"gates", "/gates [#goal]", needMember, argsGoalOpt, "chat.gates"},
-		{"report", "/report [#goal]", needMember, argsGoalOpt, "chat.report"},
-		{"runs", "/runs [#goal] [n]", needMember, argsRuns, "chat.runs"},
-		{"bind", "/bind #goal[/agent]", needOwner, argsGoalReq, "chat.bind"},
-		{"unbind", "/unbind [#goal]", needOwner, argsGoalOpt, "chat.unbind"},
-		{"pause", "/pause #goal[/agent]", needOwner, argsAgentOpt, "chat.pause"},
-		{"resume", "/resume #goal[/agent]", needOwner, argsAgentOpt, "chat.resume"},
-		{"stop", "/stop #goal[/agent]", needOwner, argsAgentOpt, "chat.stop"},
-		{"run", "/run #goal[/agent]", needOwner, argsAgentOpt, "chat.run"},
-		{"budget", "/budget #goal <slots> [<window-hours>]", needOwner, argsBudget, "chat.budget"},
-		{"todo", "/todo #goal <text>", needMember, argsTodo, "chat.todo"},
-		{"approve", "/approve <gate> [comment]", needOwner, argsGate, "chat.approve"},
-		{"reject", "/reject <gate> [comment]", needOwner, argsGate, "chat.reject"},
-		{"lang", "/lang en|zh", needChat, argsLang, "chat.lang"},
-		{"schedule", "/schedule #goal heartbeat|report <cron>|off [zone]", needOwner, argsSchedule, "chat.schedule"},
-		{"owners", "/owners #goal add|remove|set @person…", needOwner, argsPeople, "chat.owners"},
-		{"members", "/members #goal add|remove|set @person…", needOwner, argsPeople, "chat.members"},
-		{"stall", "/stall #goal <turns>|off", needOwner, argsStall, "chat.stall"},
-		{"breaker", "/breaker #goal <failures>|off|default", needOwner, argsBreaker, "chat.breaker"},
-		{"progress", "/progress #goal on|off|default", needOwner, argsSwitch, "chat.progress"},
-		{"quiet", "/quiet #goal on|off|default", needOwner, argsSwitch, "chat.quiet"},
-		{"scope", "/scope #goal editable|protected [add|remove] <path…>|all|none, or notes <text>|none", needOwner, argsScope, "chat.scope"},
-		{"capability", "/capability #goal[/agent] grant|revoke <name…>", needOwner, argsCapability, "chat.capability"},
-		{"criteria", "/criteria #goal add [id:] <text> | remove <id…>", needOwner, argsCriteria, "chat.criteria"},
-		{"done", "/done #goal [reason]", needOwner, argsReason, "chat.done"},
-		{"reopen", "/reopen #goal [reason]", needOwner, argsReason, "chat.reopen"},
-		{"replan", "/replan #goal <new objective> [because <reason>] [cancel <todo…>] [reopen <todo…>]", needOwner, argsReplan, "chat.replan"},
-		{"waive", "/waive #goal [todo <n>] <criterion> <reason>", needOwner, argsWaive, "chat.waive"},
-		{"handoff", "/handoff #goal <todo> to <agent> [as review|verify] <note>", needOwner, argsHandoff, "chat.handoff"},
-		{"web", "/web", needAnyone, argsNone, "chat.web"},
+		{"help", needAnyone, argsNone, "chat.help"},
+		{"goals", needAnyone, argsNone, "chat.goals"},
+		{"status", needMember, argsGoalOpt, "chat.status"},
+		{"contract", needMember, argsGoalOpt, "chat.contract"},
+		{"gates", needMember, argsGoalOpt, "chat.gates"},
+		{"report", needMember, argsGoalOpt, "chat.report"},
+		{"runs", needMember, argsRuns, "chat.runs"},
+		{"bind", needOwner, argsGoalReq, "chat.bind"},
+		{"unbind", needOwner, argsGoalOpt, "chat.unbind"},
+		{"pause", needOwner, argsAgentOpt, "chat.pause"},
+		{"resume", needOwner, argsAgentOpt, "chat.resume"},
+		{"stop", needOwner, argsAgentOpt, "chat.stop"},
+		{"run", needOwner, argsAgentOpt, "chat.run"},
+		{"budget", needOwner, argsBudget, "chat.budget"},
+		{"todo", needMember, argsTodo, "chat.todo"},
+		{"approve", needOwner, argsGate, "chat.approve"},
+		{"reject", needOwner, argsGate, "chat.reject"},
+		{"lang", needChat, argsLang, "chat.lang"},
+		{"schedule", needOwner, argsSchedule, "chat.schedule"},
+		{"owners", needOwner, argsPeople, "chat.owners"},
+		{"members", needOwner, argsPeople, "chat.members"},
+		{"stall", needOwner, argsStall, "chat.stall"},
+		{"breaker", needOwner, argsBreaker, "chat.breaker"},
+		{"progress", needOwner, argsSwitch, "chat.progress"},
+		{"quiet", needOwner, argsSwitch, "chat.quiet"},
+		{"scope", needOwner, argsScope, "chat.scope"},
+		{"capability", needOwner, argsCapability, "chat.capability"},
+		{"criteria", needOwner, argsCriteria, "chat.criteria"},
+		{"done", needOwner, argsReason, "chat.done"},
+		{"reopen", needOwner, argsReason, "chat.reopen"},
+		{"replan", needOwner, argsReplan, "chat.replan"},
+		{"waive", needOwner, argsWaive, "chat.waive"},
+		{"handoff", needOwner, argsHandoff, "chat.handoff"},
+		{"web", needAnyone, argsNone, "chat.web"},
 	}
 }
 
@@ -176,9 +181,9 @@ func lookupCommand(name string) (command, bool) {
 }
 
 const (
-	messageUsage = "#goal[/agent[/session]] <text>"
-	maxSlots     = 100000
-	maxRuns      = 30 // turns /runs lists at most
+	formMessage = "message" // the form of a message for an agent (usage.message)
+	maxSlots    = 100000
+	maxRuns     = 30 // turns /runs lists at most
 )
 
 // gateNumber reads a gate id as people type it: g12, G12, #g12 or 12 (1 to 18 digits).
@@ -213,7 +218,7 @@ func normalize(s string) string {
 // message for an agent, or a *ParseError saying what is wrong. Empty text asks for /help.
 func Parse(text string) (Parsed, error) {
 	if !utf8.ValidString(text) {
-		return Parsed{}, &ParseError{Problem: "the message is not valid UTF-8 text"}
+		return Parsed{}, parseError("", "not_text", "the message is not valid UTF-8 text")
 	}
 	s := normalize(text)
 	if s == "" {
@@ -236,25 +241,23 @@ func Parse(text string) (Parsed, error) {
 			return parseMessage(name, addr, rest)
 		}
 		if addr != nil {
-			return Parsed{}, &ParseError{
-				Problem: fmt.Sprintf("put the command first: /%s %s", name, "#"+addr.String()),
-				Usage:   usageOf(name),
-			}
+			return Parsed{}, parseError(formOf(name), "command_first", "put the command first: /%s #%s", clip(name, 40), addr.String())
 		}
 		cmd, ok := lookupCommand(name)
 		if !ok {
-			return Parsed{}, &ParseError{Problem: fmt.Sprintf("unknown command /%s; /help lists the commands", clip(name, 40))}
+			return Parsed{}, parseError("", "unknown_command", "unknown command /%s; /help lists the commands", clip(name, 40))
 		}
 		return parseArgs(cmd, rest)
 	}
 	return parseMessage("inbox", addr, s)
 }
 
-func usageOf(name string) string {
-	if c, ok := lookupCommand(name); ok {
-		return c.usage
+// formOf is the form to show for the command name: its own, else a message's.
+func formOf(name string) string {
+	if _, ok := lookupCommand(name); ok {
+		return name
 	}
-	return messageUsage
+	return formMessage
 }
 
 func parseMessage(mode string, addr *Address, rest string) (Parsed, error) {
@@ -267,19 +270,19 @@ func parseMessage(mode string, addr *Address, rest string) (Parsed, error) {
 		addr, rest = &a, r
 	}
 	if rest == "" {
-		usage := messageUsage
+		form := formMessage
 		if mode != "inbox" {
-			usage = "/" + mode + " " + messageUsage
+			form = mode
 		}
-		return Parsed{}, &ParseError{Problem: "there is no text to deliver", Usage: usage}
+		return Parsed{}, parseError(form, "no_text", "there is no text to deliver")
 	}
 	return Parsed{Mode: mode, Addr: addr, Text: rest}, nil
 }
 
 func parseArgs(cmd command, rest string) (Parsed, error) {
 	p := Parsed{Command: cmd.name}
-	bad := func(format string, args ...any) (Parsed, error) {
-		return Parsed{}, &ParseError{Problem: fmt.Sprintf(format, args...), Usage: cmd.usage}
+	bad := func(code, format string, args ...any) (Parsed, error) {
+		return Parsed{}, parseError(cmd.name, code, format, args...)
 	}
 	// Commands about a goal take its token first; it may be left out where a binding decides.
 	if cmd.args != argsNone && cmd.args != argsGate && cmd.args != argsLang && strings.HasPrefix(rest, "#") {
@@ -292,7 +295,7 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 		if err != nil {
 			var pe *ParseError
 			if errors.As(err, &pe) {
-				pe.Usage = cmd.usage
+				pe.Form = cmd.name
 			}
 			return Parsed{}, err
 		}
@@ -301,11 +304,11 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 	switch cmd.args {
 	case argsNone:
 		if rest != "" {
-			return bad("/%s takes no arguments", cmd.name)
+			return bad("no_args", "/%s takes no arguments", cmd.name)
 		}
 	case argsGoalOpt, argsAgentOpt:
 		if rest != "" {
-			return bad("unexpected %q after /%s", clip(rest, 40), cmd.name)
+			return bad("unexpected", "unexpected %q after /%s", clip(rest, 40), cmd.name)
 		}
 	case argsBreaker:
 		v := strings.ToLower(strings.TrimSpace(rest))
@@ -315,56 +318,56 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 100 {
-			return bad("failures must be a whole number from 1 to 100, off or default, got %q", clip(rest, 20))
+			return bad("breaker_value", "failures must be a whole number from 1 to 100, off or default, got %q", clip(rest, 20))
 		}
 		p.Setting = strconv.Itoa(n)
 	case argsSwitch:
 		v := strings.ToLower(strings.TrimSpace(rest))
 		if v != "on" && v != "off" && v != "default" {
-			return bad("/%s takes on, off or default, got %q", cmd.name, clip(rest, 20))
+			return bad("switch_value", "/%s takes on, off or default, got %q", cmd.name, clip(rest, 20))
 		}
 		p.Setting = v
 	case argsGoalReq:
 		if p.Addr == nil {
-			return bad("/%s needs the goal to bind, e.g. /bind #my-goal", cmd.name)
+			return bad("bind_goal", "/%s needs the goal to bind, e.g. /bind #my-goal", cmd.name)
 		}
 		if rest != "" {
-			return bad("unexpected %q after /%s #%s", clip(rest, 40), cmd.name, p.Addr)
+			return bad("unexpected_after", "unexpected %q after /%s #%s", clip(rest, 40), cmd.name, p.Addr.String())
 		}
 	case argsBudget:
 		f := strings.Fields(rest)
 		if len(f) < 1 || len(f) > 2 {
-			return bad("/budget needs the number of turns (slots) and optionally the window in hours")
+			return bad("budget_args", "/budget needs the number of turns and optionally the window in hours")
 		}
 		n, err := strconv.Atoi(f[0])
 		if err != nil || n < 0 || n > maxSlots {
-			return bad("slots must be a whole number from 0 to %d, got %q", maxSlots, clip(f[0], 20))
+			return bad("budget_turns", "the number of turns must be a whole number from 0 to %d, got %q", maxSlots, clip(f[0], 20))
 		}
 		p.Slots = n
 		if len(f) == 2 {
 			h, err := strconv.Atoi(strings.TrimSuffix(strings.ToLower(f[1]), "h"))
 			if err != nil || h < 1 || h > 720 {
-				return bad("window-hours must be a whole number from 1 to 720, got %q", clip(f[1], 20))
+				return bad("budget_window", "the window must be a whole number of hours from 1 to 720, got %q", clip(f[1], 20))
 			}
 			p.Window = h
 		}
 	case argsTodo:
 		if rest == "" {
-			return bad("/todo needs the text of the todo")
+			return bad("todo_text", "/todo needs the text of the todo")
 		}
 		p.Text = rest
 	case argsGate:
 		tok, r := cut(rest)
 		if tok == "" {
-			return bad("/%s needs the gate id, e.g. /%s g12", cmd.name, cmd.name)
+			return bad("gate_missing", "/%s needs the gate id, e.g. /%s g12", cmd.name, cmd.name)
 		}
 		digits, ok := gateNumber(tok)
 		if !ok {
-			return bad("%q is not a gate id; gate ids look like g12", clip(tok, 20))
+			return bad("gate_id", "%q is not a gate id; gate ids look like g12", clip(tok, 20))
 		}
 		id, err := strconv.ParseInt(digits, 10, 64)
 		if err != nil || id <= 0 {
-			return bad("%q is not a gate id; gate ids look like g12", clip(tok, 20))
+			return bad("gate_id", "%q is not a gate id; gate ids look like g12", clip(tok, 20))
 		}
 		p.GateID, p.Text = id, r
 	case argsRuns:
@@ -373,19 +376,19 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 		}
 		n, err := strconv.Atoi(rest)
 		if err != nil || n < 1 || n > maxRuns {
-			return bad("the number of turns must be a whole number from 1 to %d, got %q", maxRuns, clip(rest, 20))
+			return bad("runs_count", "the number of turns must be a whole number from 1 to %d, got %q", maxRuns, clip(rest, 20))
 		}
 		p.Count = n
 	case argsSchedule:
 		f := strings.Fields(rest)
 		if len(f) < 2 || (f[0] != "heartbeat" && f[0] != "report") {
-			return bad("/schedule needs heartbeat or report, then a cron spec (or off), then optionally a time zone")
+			return bad("schedule_args", "/schedule needs heartbeat or report, then a cron spec (or off), then optionally a time zone")
 		}
 		p.Which, f = f[0], f[1:]
 		if last := f[len(f)-1]; len(f) > 1 && isZone(last) {
 			p.Zone, f = last, f[:len(f)-1]
 		} else if len(f) == 1 && isZone(last) && f[0] != "off" {
-			return bad("name the cron spec before the time zone, e.g. /schedule #g heartbeat 30 9 * * 1-5 %s", last)
+			return bad("schedule_order", "name the cron spec before the time zone, e.g. /schedule #g heartbeat 30 9 * * 1-5 %s", clip(last, 40))
 		}
 		if len(f) == 1 && strings.EqualFold(f[0], "off") {
 			p.Spec = ""
@@ -395,7 +398,7 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 	case argsPeople:
 		f := strings.Fields(rest)
 		if len(f) < 2 || (f[0] != "add" && f[0] != "remove" && f[0] != "set") {
-			return bad("/%s needs add, remove or set, then the people (@-mention them)", cmd.name)
+			return bad("people_op", "/%s needs add, remove or set, then the people (@-mention them)", cmd.name)
 		}
 		p.Op, p.People = f[0], f[1:]
 	case argsStall:
@@ -406,7 +409,7 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
-			return bad("turns must be a whole number from 1 to 100, or off, got %q", clip(rest, 20))
+			return bad("stall_turns", "turns must be a whole number from 1 to 100, or off, got %q", clip(rest, 20))
 		}
 		p.Stall = n
 	case argsScope, argsCapability, argsCriteria, argsReason, argsReplan, argsWaive, argsHandoff:
@@ -414,7 +417,7 @@ func parseArgs(cmd command, rest string) (Parsed, error) {
 	case argsLang:
 		l := strings.ToLower(strings.TrimSpace(rest))
 		if !templates.IsLang(l) {
-			return bad("language must be %s, got %q", strings.Join(templates.Languages(), " or "), clip(rest, 20))
+			return bad("lang", "the language must be one of %s, got %q", strings.Join(templates.Languages(), "|"), clip(rest, 20))
 		}
 		p.Lang = l
 	}
@@ -426,24 +429,26 @@ func parseAddress(tok string, depth int) (Address, error) {
 	body := strings.TrimPrefix(tok, "#")
 	parts := strings.Split(body, "/")
 	if len(parts) > depth {
+		// The word names the form allowed here (parse.address_parts_<depth>).
 		forms := []string{"#goal", "#goal/agent", "#goal/agent/session"}
-		return Address{}, &ParseError{Problem: fmt.Sprintf("%q has too many parts; here the address is %s", clip(tok, 80), forms[depth-1]), Usage: messageUsage}
+		return Address{}, &ParseError{Problem: fmt.Sprintf("%q has too many parts; here the address is %s", clip(tok, 80), forms[depth-1]),
+			Code: "address_parts_" + strconv.Itoa(depth), Args: []any{clip(tok, 80)}, Form: formMessage}
 	}
 	var a Address
 	a.Goal = strings.ToLower(parts[0])
 	if !store.ValidID(a.Goal) {
-		return Address{}, &ParseError{Problem: fmt.Sprintf("goal %q is not a goal id (lowercase letters, digits, '.', '_' and '-', starting with a letter or digit)", clip(parts[0], 80)), Usage: messageUsage}
+		return Address{}, parseError(formMessage, "goal_id", "goal %q is not a goal id (lowercase letters, digits, '.', '_' and '-', starting with a letter or digit)", clip(parts[0], 80))
 	}
 	if len(parts) > 1 {
 		a.Agent = strings.ToLower(parts[1])
 		if !store.ValidID(a.Agent) {
-			return Address{}, &ParseError{Problem: fmt.Sprintf("agent %q is not an agent id (lowercase letters, digits, '.', '_' and '-')", clip(parts[1], 80)), Usage: messageUsage}
+			return Address{}, parseError(formMessage, "address_agent", "agent %q is not an agent id (lowercase letters, digits, '.', '_' and '-')", clip(parts[1], 80))
 		}
 	}
 	if len(parts) > 2 {
 		a.Session = parts[2]
 		if !store.ValidSessionID(a.Session) {
-			return Address{}, &ParseError{Problem: fmt.Sprintf("session %q is not a session id (letters, digits, '.', '_', ':' and '-', at most 128)", clip(parts[2], 80)), Usage: messageUsage}
+			return Address{}, parseError(formMessage, "session_id", "session %q is not a session id (letters, digits, '.', '_', ':' and '-', at most 128)", clip(parts[2], 80))
 		}
 	}
 	return a, nil

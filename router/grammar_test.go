@@ -78,29 +78,40 @@ func TestParse(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	t.Parallel()
+	tpl, err := templates.New()
+	require.NoError(t, err)
+	// What an English chat reads (the word of the problem's code), as the chat reads it.
 	cases := map[string]string{
-		"/frobnicate":                    "unknown command /frobnicate",
-		"/help me":                       "takes no arguments",
-		"/budget #docs many":             "slots must be a whole number",
-		"/budget #docs 3 9999":           "window-hours must be",
+		"/frobnicate":                    "there is no command /frobnicate",
+		"/help me":                       "takes nothing after it",
+		"/budget #docs many":             `the number of turns must be a whole number from 0 to 100000, not "many"`,
+		"/budget #docs 3 9999":           "the window must be a whole number of hours",
 		"/budget":                        "needs the number of turns",
-		"/approve":                       "needs the gate id",
+		"/approve":                       "needs the gate's id",
 		"/approve x12":                   "is not a gate id",
-		"/lang fr":                       "language must be en or zh",
+		"/lang fr":                       `the language must be one of en|zh, not "fr"`,
 		"/bind":                          "needs the goal to bind",
-		"/bind #a/b/c":                   "too many parts",
-		"/status #docs/codex":            "too many parts",
-		"#Bad!goal hi":                   "goal \"Bad!goal\" is not a goal id",
-		"#docs/bad!agent hi":             "agent \"bad!agent\" is not an agent id",
+		"/bind #a/b/c":                   "too many parts: here the address is #goal/agent",
+		"/status #docs/codex":            "too many parts: here the address is #goal",
+		"#Bad!goal hi":                   `"Bad!goal" is not a goal id`,
+		"#docs/bad!agent hi":             `"bad!agent" is not an agent id`,
 		"#docs/a/b!d hi":                 "session",
 		"#docs":                          "no text to deliver",
 		"/steer":                         "no text to deliver",
 		"/todo #docs":                    "needs the text",
-		"#docs /status":                  "put the command first",
-		"/status #docs extra":            "unexpected",
+		"#docs /status":                  "put the command first: /status #docs",
+		"/status #docs extra":            `"extra" does not belong after /status`,
+		"/bind #docs extra":              `"extra" does not belong after /bind #docs`,
 		"#":                              "is not a goal id",
-		"/budget #docs -1":               "slots must be",
+		"/budget #docs -1":               "the number of turns must be",
 		"/approve g99999999999999999999": "is not a gate id",
+		"/schedule #docs heartbeat UTC":  "write the cron spec before the time zone (UTC)",
+		"/schedule #docs":                "/schedule needs heartbeat|report",
+		"/owners #docs":                  "/owners needs add|remove|set",
+		"/stall #docs x":                 `or off, not "x"`,
+		"/breaker #docs x":               `off or default, not "x"`,
+		"/progress #docs x":              `/progress takes on, off or default, not "x"`,
+		"/runs 99":                       "from 1 to 30",
 		"/scope":                         "/scope takes editable, protected or notes first",
 		"/scope editable":                "name the paths",
 		"/scope editable add all":        "editable add takes paths, not all",
@@ -133,27 +144,46 @@ func TestParseErrors(t *testing.T) {
 		_, err := Parse(in)
 		var pe *ParseError
 		require.True(t, errors.As(err, &pe), "%q: got %v", in, err)
-		require.Contains(t, pe.Error(), want, in)
+		require.NotEmpty(t, pe.Code, in)
+		require.Contains(t, tpl.Word("en", "parse."+pe.Code, pe.Args...), want, in)
 	}
 }
 
-// Every problem the contract commands' grammar names by a code has a word in every language,
-// and the word says the problem with the same arguments.
+// Every problem the grammar names has a code, and each code a word in every language that
+// says it with the same arguments; every form has its usage in every language.
 func TestParseCodesHaveWords(t *testing.T) {
 	t.Parallel()
 	tpl, err := templates.New()
 	require.NoError(t, err)
-	src, err := os.ReadFile("contractgrammar.go")
-	require.NoError(t, err)
-	codes := regexp.MustCompile(`bad\("([a-z_]+)"`).FindAllStringSubmatch(string(src), -1)
-	require.Greater(t, len(codes), 20)
+	var codes [][]string
+	for _, f := range []string{"grammar.go", "contractgrammar.go", "commands.go"} {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		codes = append(codes, regexp.MustCompile(`(?:bad|parseError\([a-zA-Z."]*,|usage\(ctx, [a-z]+, [a-zA-Z."]*,) ?\("?([a-z_0-9]+)"`).FindAllStringSubmatch(string(src), -1)...)
+		codes = append(codes, regexp.MustCompile(`"(parse\.[a-z_]+)"`).FindAllStringSubmatch(string(src), -1)...)
+	}
+	require.Greater(t, len(codes), 40)
 	for _, m := range codes {
+		key := m[1]
+		if !strings.HasPrefix(key, "parse.") {
+			key = "parse." + key
+		}
 		for _, lang := range templates.Languages() {
-			w := tpl.Word(lang, "parse."+m[1])
-			require.NotEqual(t, "parse."+m[1], w, "no %s word parse.%s", lang, m[1])
+			require.NotEqual(t, key, tpl.Word(lang, key), "no %s word %s", lang, key)
 		}
 	}
-	for _, in := range []string{"/scope editable add all", "/capability grant x_y", "/criteria remove g!", "/waive g1", "/handoff 3 to claude as boss x"} {
+	for _, depth := range []string{"1", "2", "3"} {
+		for _, lang := range templates.Languages() {
+			require.NotEqual(t, "parse.address_parts_"+depth, tpl.Word(lang, "parse.address_parts_"+depth))
+		}
+	}
+	for _, form := range append([]string{formMessage, "queue", "steer"}, commandNames()...) {
+		for _, lang := range templates.Languages() {
+			require.NotEqual(t, "usage."+form, tpl.Word(lang, "usage."+form), "no %s usage of %s", lang, form)
+		}
+	}
+	for _, in := range []string{"/scope editable add all", "/capability grant x_y", "/criteria remove g!", "/waive g1",
+		"/handoff 3 to claude as boss x", "/budget #docs 3 9999", "/bind #a/b/c", "#docs /status", "/status #docs x"} {
 		_, err := Parse(in)
 		var pe *ParseError
 		require.True(t, errors.As(err, &pe), in)
@@ -164,18 +194,28 @@ func TestParseCodesHaveWords(t *testing.T) {
 	}
 }
 
+func commandNames() []string {
+	var out []string
+	for _, c := range commandTable() {
+		out = append(out, c.name)
+	}
+	return out
+}
+
 func TestHelpListsEveryCommand(t *testing.T) {
 	t.Parallel()
 	tpl, err := templates.New()
 	require.NoError(t, err)
 	for _, c := range commandTable() {
-		p, err := Parse(c.usage[:strings.IndexAny(c.usage+" ", " ")])
+		p, err := Parse("/" + c.name)
 		if c.args == argsNone || c.args == argsGoalOpt {
-			require.NoError(t, err, c.usage)
+			require.NoError(t, err, c.name)
 			require.Equal(t, c.name, p.Command)
 		}
 		for _, lang := range templates.Languages() {
 			require.NotEqual(t, "help."+c.name, tpl.Word(lang, "help."+c.name), "no %s summary of /%s in the word list", lang, c.name)
+			usage := tpl.Word(lang, "usage."+c.name)
+			require.True(t, usage == "/"+c.name || strings.HasPrefix(usage, "/"+c.name+" "), "%s usage of /%s: %q", lang, c.name, usage)
 		}
 	}
 }
@@ -190,8 +230,8 @@ func FuzzParse(f *testing.F) {
 		p, err := Parse(in)
 		if err != nil {
 			var pe *ParseError
-			if !errors.As(err, &pe) || pe.Problem == "" {
-				t.Fatalf("Parse(%q): error %v is not a ParseError with a problem", in, err)
+			if !errors.As(err, &pe) || pe.Problem == "" || pe.Code == "" {
+				t.Fatalf("Parse(%q): error %v is not a ParseError with a problem and its code", in, err)
 			}
 			if !utf8.ValidString(pe.Problem) && utf8.ValidString(in) {
 				t.Fatalf("Parse(%q): problem is not valid UTF-8", in)

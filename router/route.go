@@ -95,7 +95,12 @@ func (h *handling) resolve(ctx context.Context, addr *Address, wantAgent bool) (
 		if err != nil {
 			return nil, err
 		}
-		return nil, h.clarify(ctx, "no_match", "", goalIDs(visible), "#goal")
+		ids := goalIDs(visible)
+		example := "" // the template's placeholder, in the chat's language
+		if len(ids) > 0 {
+			example = "#" + ids[0]
+		}
+		return nil, h.clarify(ctx, "no_match", "", ids, example)
 	case 1:
 	default:
 		names := make([]string, len(cands))
@@ -107,7 +112,7 @@ func (h *handling) resolve(ctx context.Context, addr *Address, wantAgent bool) (
 	c := cands[0]
 	g, err := store.GetGoalAs(ctx, h.tx, c.goal, h.who())
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, h.clarify(ctx, "no_match", "", nil, "#goal")
+		return nil, h.clarify(ctx, "no_match", "", nil, "")
 	}
 	if err != nil {
 		return nil, err

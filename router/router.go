@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"loopx/cards"
 	"loopx/change"
@@ -163,6 +164,7 @@ type handling struct {
 	tx      *store.Tx
 	st      *store.Store // the kernel, joined to tx
 	m       Message
+	p       Parsed // what the text means, once parsed (refusals word what it named)
 	lang    string // resolved lazily: chat setting, then goal, then default
 	chatSet bool
 	replies int
@@ -325,27 +327,36 @@ func (h *handling) handle(ctx context.Context) error {
 	p, err := Parse(text)
 	if err != nil {
 		var pe *ParseError
-		if errors.As(err, &pe) {
-			problem := pe.Problem
-			if pe.Code != "" {
-				lang, err := h.langFor(ctx, nil)
-				if err != nil {
-					return err
-				}
-				problem = h.c.tpl.Word(lang, "parse."+pe.Code, pe.Args...)
-			}
-			if pe.Usage == "" {
-				return h.reply(ctx, "failed", map[string]any{"Problem": problem}, nil)
-			}
-			return h.reply(ctx, "usage", map[string]any{"Problem": problem, "Usage": pe.Usage}, nil)
+		if !errors.As(err, &pe) {
+			return err
 		}
-		return err
+		return h.usage(ctx, nil, pe.Form, "parse."+pe.Code, pe.Args...)
 	}
+	h.p = p
 	if p.Command == "" {
 		return h.deliver(ctx, p)
 	}
 	cmd, _ := lookupCommand(p.Command)
 	return h.command(ctx, cmd, p)
+}
+
+// usage answers with the problem the word key says (formatted with args) and, when form is
+// set, the form the text should take (the word usage.<form>), both in the reply's language.
+func (h *handling) usage(ctx context.Context, about *target, form, key string, args ...any) error {
+	var goal *store.Goal
+	if about != nil {
+		goal = &about.goal
+	}
+	lang, err := h.langFor(ctx, goal)
+	if err != nil {
+		return err
+	}
+	data := map[string]any{"Problem": h.c.tpl.Word(lang, key, args...)}
+	if form == "" {
+		return h.reply(ctx, "failed", data, about)
+	}
+	data["Usage"] = h.c.tpl.Word(lang, "usage."+form)
+	return h.reply(ctx, "usage", data, about)
 }
 
 // lang resolves the reply language: the chat's /lang, then the goal's, then the default.
@@ -418,18 +429,64 @@ func (h *handling) meta() store.Meta {
 	return store.Meta{Actor: h.m.SenderID, Surface: "chat", IdempotencyKey: store.EventKey(h.m.EventID)}
 }
 
-// kernelError answers a refusal of a kernel operation (a *store.Error) with its message and
-// returns nil; any other error is returned so the transaction rolls back and Lark redelivers.
+// kernelError answers a refusal of a kernel operation (a *store.Error) in words and returns
+// nil; any other error is returned so the transaction rolls back and Lark redelivers. The
+// words say what the refusal is (its reason, else its field, else its kind) with the ids
+// and values the router knows; never the kernel's message, which is English for the API,
+// and never a field's internal name.
 func (h *handling) kernelError(ctx context.Context, err error, about *target) error {
 	var se *store.Error
-	if errors.As(err, &se) {
-		if se.Reason == store.ReasonGoalDone && about != nil {
-			// Every change of a done goal is refused the same way: said in words, with the way out.
-			return h.reply(ctx, "contract_refused", map[string]any{"Code": "goal_done", "GoalID": about.goal.ID, "Command": ""}, about)
-		}
-		return h.reply(ctx, "failed", map[string]any{"Problem": se.Msg}, about) // the reason, never the field's internal name
+	if !errors.As(err, &se) {
+		return err
 	}
-	return err
+	data := map[string]any{"Kind": store.KindOf(err).Code, "Reason": se.Reason, "Field": se.Field, "FieldName": "",
+		"Command": h.p.Command, "GoalID": "", "AgentID": "", "Gate": "", "GateStatus": "", "Value": "", "Chars": 0}
+	var goal *store.Goal
+	if about != nil {
+		goal = &about.goal
+		data["GoalID"], data["AgentID"] = about.goal.ID, about.agent
+	}
+	lang, lerr := h.langFor(ctx, goal)
+	if lerr != nil {
+		return lerr
+	}
+	if name := change.FieldName(h.c.tpl, lang, se.Field); se.Field != "" && name != se.Field {
+		data["FieldName"] = name
+	}
+	if h.p.GateID != 0 {
+		data["Gate"] = cards.ShortGate(h.p.GateID)
+		if se.Reason == store.ReasonGateClosed {
+			g, gerr := store.GetGateByID(ctx, h.tx, h.p.GateID)
+			if gerr != nil {
+				return gerr
+			}
+			data["GateStatus"] = g.Status
+		}
+	}
+	invalid := errors.Is(err, store.ErrInvalid)
+	switch se.Field {
+	case "heartbeat_spec", "report_spec":
+		data["Value"] = clip(h.p.Spec, 80)
+	case "heartbeat_tz", "report_tz":
+		data["Value"] = clip(h.p.Zone, 80)
+	case "text", "comment", "next", "note", "reason":
+		// The text was parsed, so it is valid UTF-8 and not empty: refused as invalid, it is
+		// too long.
+		if text := h.p.Text; invalid {
+			if se.Field == "reason" {
+				text = h.p.Reason
+			}
+			data["Chars"] = utf8.RuneCountInString(text)
+		}
+	case "objective":
+		// A replan's objective is refused when it is too long or when it is the goal's already.
+		if n := utf8.RuneCountInString(h.p.Text); invalid && n > store.MaxText {
+			data["Chars"] = n
+		} else if invalid {
+			data["Field"] = "goal"
+		}
+	}
+	return h.reply(ctx, "kernel_refused", data, about)
 }
 
 // gateClick is a decoded gate button value.
@@ -621,4 +678,26 @@ func (c *Chat) toastAnswer(lang, kind, code, status, answer string) (CardResult,
 		return CardResult{}, err
 	}
 	return CardResult{ToastKind: kind, Toast: text}, nil
+}
+
+// ClickFailures are the toasts the bot answers a card click with when the router could not
+// answer it: the click could not be read (Unreadable), or handling it failed and nothing was
+// committed (NotRecorded). The bot cannot tell the clicker's chat then, so each is said in
+// every language (keyed by templates.Languages); Lang is the one to show a clicker whose
+// language is none of them.
+type ClickFailures struct {
+	Lang        string
+	Unreadable  map[string]string
+	NotRecorded map[string]string
+}
+
+// ClickFailureToasts words the ClickFailures from tpl (the words click.unreadable and
+// click.not_recorded); lang ("" = en) is the one shown by default.
+func ClickFailureToasts(tpl *templates.Set, lang string) ClickFailures {
+	f := ClickFailures{Lang: templates.Lang(lang), Unreadable: map[string]string{}, NotRecorded: map[string]string{}}
+	for _, l := range templates.Languages() {
+		f.Unreadable[l] = tpl.Word(l, "click.unreadable")
+		f.NotRecorded[l] = tpl.Word(l, "click.not_recorded")
+	}
+	return f
 }

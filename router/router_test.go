@@ -272,8 +272,8 @@ func TestBadInputGetsUsage(t *testing.T) {
 	e := setup(t)
 	m := e.say(owner, "/budget #docs lots")
 	r := e.oneReply(m)
-	require.Contains(t, r.Content, "slots must be a whole number")
-	require.Contains(t, r.Content, "/budget #goal <slots> [<window-hours>]")
+	require.Contains(t, r.Content, "the number of turns must be a whole number")
+	require.Contains(t, r.Content, "/budget #goal <turns> [<window-hours>]")
 	require.Equal(t, 24, e.goal("docs").AllowedSlots, "nothing changed")
 
 	h := e.say(member, "")

@@ -199,7 +199,8 @@ func (h *handling) overview(ctx context.Context, kind string) error {
 		lines := []map[string]any{}
 		if kind == "gates" {
 			for _, gt := range gates {
-				lines = append(lines, map[string]any{"Gate": cards.ShortGate(gt.ID), "Agent": gt.AgentID, "Question": clip(gt.Question, 100)})
+				question, _ := cards.GateWords(h.c.tpl, lang, gt)
+				lines = append(lines, map[string]any{"Gate": cards.ShortGate(gt.ID), "Agent": gt.AgentID, "Question": clip(question, 100)})
 			}
 		}
 		rows = append(rows, row{score: score, view: map[string]any{

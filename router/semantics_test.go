@@ -375,6 +375,6 @@ func TestParseRuns(t *testing.T) {
 		_, err := router.Parse(text)
 		var pe *router.ParseError
 		require.ErrorAs(t, err, &pe, text)
-		require.Equal(t, "/runs [#goal] [n]", pe.Usage)
+		require.Equal(t, "runs", pe.Form)
 	}
 }

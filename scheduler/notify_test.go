@@ -282,7 +282,7 @@ func TestDigestOncePerWindowMatchesHistory(t *testing.T) {
 			require.Contains(t, r.content, `"tag":"chart"`)
 			require.Contains(t, r.content, `"turns"`)
 		case "oc_rel-zh":
-			for _, want := range []string{"报告：Release zh", "完成 1 · 新增 3", "提出 2 · 已答复 1 · 仍待决定 1", "运行 2（完成 1，失败 1）",
+			for _, want := range []string{"报告：Release zh", "完成 1 · 新增 3", "提出 2 · 已回答 1 · 仍待决定 1", "运行 2（完成 1，失败 1）",
 				"跳过心跳 3 · 错过 1 次", "本期消耗 1 · 最近 24 小时内已用 1 / 24", "没有可执行的待办 ×2；上一轮仍在进行 ×1", "**接下来**"} {
 				require.Contains(t, text, want)
 			}

@@ -1,11 +1,13 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"loopx/cards"
 	"loopx/store"
 	"loopx/templates"
 )
@@ -77,30 +79,46 @@ type reminderData struct {
 	GateID    int64
 	GoalID    string
 	GoalTitle string
-	Question  string
-	Options   []string
+	Question  string   // in the reminder's language (cards.GateWords)
+	Labels    []string // the gate's options, as they read in the reminder's language
 	Number    int
 	Escalated bool
 	Waiting   string
 	Mentions  []string
 }
 
+// remind sends reminder n of gate g: to each bound chat in the chat's language (else the
+// goal's), else, and on escalation as well, to each owner directly in the goal's language.
 func (r *Reminders) remind(ctx context.Context, tx *store.Tx, now time.Time, g store.GateReminder) error {
 	n := g.Gate.Reminders + 1
 	data := reminderData{
-		GateID: g.Gate.ID, GoalID: g.Gate.GoalID, GoalTitle: g.GoalTitle, Question: g.Gate.Question,
-		Options: g.Gate.Options, Number: n, Escalated: n >= g.EscalateAfter,
+		GateID: g.Gate.ID, GoalID: g.Gate.GoalID, GoalTitle: g.GoalTitle, Number: n, Escalated: n >= g.EscalateAfter,
 		Waiting: now.Sub(g.Gate.CreatedAt).Round(time.Minute).String(),
 	}
-	if data.Escalated {
-		data.Mentions = g.Owners
+	render := func(lang string, mentions []string) (templates.Rendered, error) {
+		d := data
+		d.Question, d.Labels = cards.GateWords(r.cfg.Templates, lang, g.Gate)
+		d.Mentions = mentions
+		msg, err := r.cfg.Templates.Render(lang, "gate_reminder", d)
+		if err != nil {
+			return templates.Rendered{}, fmt.Errorf("render gate reminder: %w", err)
+		}
+		return msg, nil
 	}
-	msg, err := r.cfg.Templates.Render(g.Lang, "gate_reminder", data)
-	if err != nil {
-		return fmt.Errorf("render gate reminder: %w", err)
+	var mentions []string
+	if data.Escalated {
+		mentions = g.Owners
 	}
 	var rows []store.OutboxInsert
 	for _, chat := range g.Chats {
+		lang, err := store.GetChatLang(ctx, tx, chat)
+		if err != nil {
+			return err
+		}
+		msg, err := render(cmp.Or(lang, g.Lang), mentions)
+		if err != nil {
+			return err
+		}
 		rows = append(rows, store.OutboxInsert{
 			DedupeKey: store.GateReminderKey(g.Gate.ID, n, chat), Kind: msg.Kind, ReceiveIDType: "chat_id", ReceiveID: chat,
 			ReplyTo: g.CardMessages[chat], ReplyInThread: g.CardMessages[chat] != "",
@@ -110,11 +128,9 @@ func (r *Reminders) remind(ctx context.Context, tx *store.Tx, now time.Time, g s
 	// Unbound goals are reminded by direct message; escalation reaches every owner directly
 	// as well, whether or not a chat is bound.
 	if len(g.Chats) == 0 || data.Escalated {
-		dm := data
-		dm.Mentions = nil
-		direct, err := r.cfg.Templates.Render(g.Lang, "gate_reminder", dm)
+		direct, err := render(g.Lang, nil)
 		if err != nil {
-			return fmt.Errorf("render gate reminder: %w", err)
+			return err
 		}
 		for _, owner := range g.Owners {
 			rows = append(rows, store.OutboxInsert{

@@ -99,7 +99,7 @@ func wireBot(ctx context.Context, d *deps) ([]component, error) {
 	}
 
 	intake, err := bot.NewIntake(cfg, chat, bot.IntakeOptions{Logger: logger, Metrics: metrics, Now: d.now,
-		MaxCallbackAge: d.cfg.Lark.CallbackMaxAge})
+		MaxCallbackAge: d.cfg.Lark.CallbackMaxAge, ClickFailures: router.ClickFailureToasts(d.templates, d.cfg.Lang)})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,9 @@
 //     card's callback values are left as they are. Text sent without a template (an agent's
 //     inbox reply) goes through SafeText.
 //   - Rendering is deterministic: the same data gives the same bytes (golden tests pin them).
+//   - A text LoopX stored in one language from a word (a stall gate's question) can be said
+//     again in another (Set.Reword), its arguments read back by the word's form; a text no
+//     word made comes back as it is.
 //
 // Adding a template (digests, reminders, ...):
 //

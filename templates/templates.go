@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 	"unicode/utf8"
@@ -124,6 +126,64 @@ func (s *Set) Word(lang, key string, args ...any) string {
 		return w
 	}
 	return fmt.Sprintf(w, args...)
+}
+
+// Reword says text again in lang, where text is the word key as some language said it with
+// its arguments (a text LoopX stored when it wrote it, such as a stall gate's question): the
+// arguments are read back by that word's form. Only %d and %s arguments are read back. ok is
+// false, and text comes back as it is, when no language's word made text (the word changed
+// since, or someone else wrote it).
+func (s *Set) Reword(lang, key, text string) (string, bool) {
+	for _, l := range Languages() {
+		w, ok := s.words[l][key]
+		if !ok {
+			continue
+		}
+		if args, ok := unformat(w, text); ok {
+			return s.Word(lang, key, args...), true
+		}
+	}
+	return text, false
+}
+
+// formVerb is a verb unformat reads back.
+var formVerb = regexp.MustCompile(`%[ds]`)
+
+// unformat reads the arguments of format back from text: a whole number for each %d, the
+// text for each %s. ok is false when text is not format said with some arguments.
+func unformat(format, text string) ([]any, bool) {
+	verbs := formVerb.FindAllString(format, -1)
+	parts := formVerb.Split(format, -1)
+	var re strings.Builder
+	re.WriteString("^")
+	for i, p := range parts {
+		re.WriteString(regexp.QuoteMeta(p))
+		if i < len(verbs) {
+			if verbs[i] == "%d" {
+				re.WriteString(`(-?[0-9]+)`)
+			} else {
+				re.WriteString(`(.+?)`)
+			}
+		}
+	}
+	re.WriteString("$")
+	m := regexp.MustCompile(re.String()).FindStringSubmatch(text)
+	if m == nil {
+		return nil, false
+	}
+	args := make([]any, len(verbs))
+	for i, v := range verbs {
+		if v == "%d" {
+			n, err := strconv.Atoi(m[i+1])
+			if err != nil {
+				return nil, false
+			}
+			args[i] = n
+		} else {
+			args[i] = m[i+1]
+		}
+	}
+	return args, true
 }
 
 // readWords reads one word list per language from path(lang) and checks that every language

@@ -146,6 +146,28 @@ func gateData(question string, version int) map[string]any {
 	return map[string]any{
 		"Open": true, "GateID": 7, "Short": "g7", "GoalID": "docs", "AgentID": "codex", "CardVersion": version,
 		"Owners": []string{"ou_a"}, "Question": question, "Options": []string{"approve", "reject"},
+		"Labels": []string{"Approve", "Reject"}, "Stall": false, "AnswerLabel": "",
 		"TodoID": 0, "TodoText": "", "Status": "open", "AnsweredBy": "", "AnsweredAt": "", "Answer": "", "Comment": "",
+	}
+}
+
+// A text LoopX wrote from a word in one language reads in another, its arguments read back;
+// a text no word made reads as it is.
+func TestReword(t *testing.T) {
+	t.Parallel()
+	set, err := templates.New()
+	require.NoError(t, err)
+	en := set.Word("en", "stall_question", 4)
+	zh := set.Word("zh", "stall_question", 4)
+	require.NotEqual(t, en, zh)
+	for _, c := range []struct{ lang, from, want string }{{"zh", en, zh}, {"en", zh, en}, {"en", en, en}, {"zh", zh, zh}} {
+		got, ok := set.Reword(c.lang, "stall_question", c.from)
+		require.True(t, ok, c.from)
+		require.Equal(t, c.want, got)
+	}
+	for _, text := range []string{"Should we continue?", "no progress in many turns: continue or pause?", ""} {
+		got, ok := set.Reword("zh", "stall_question", text)
+		require.False(t, ok, text)
+		require.Equal(t, text, got)
 	}
 }

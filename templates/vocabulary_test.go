@@ -40,6 +40,7 @@ var (
 	quoted     = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
 	codeToken  = regexp.MustCompile(`^[a-z0-9_.:/%-]*$`)                      // "stopped", "approve": values compared, not shown
 	commandTok = regexp.MustCompile(`(^|\s|` + "`" + `)[/#][A-Za-z][\w./-]*`) // /approve, #goal: typed as they are
+	choiceTok  = regexp.MustCompile(`\b[a-z]+(\|[a-z]+)+\b`)                  // heartbeat|report: the choices a command takes, typed as they are
 	htmlTag    = regexp.MustCompile(`(?s)<[^>]*>`)
 	jsonKey    = regexp.MustCompile(`"[A-Za-z_]+"\s*:`)
 )
@@ -73,7 +74,12 @@ func shown(src string, html bool) string {
 			return q
 		})
 	}
-	return commandTok.ReplaceAllString(out, " ")
+	return typed(out)
+}
+
+// typed blanks what people type as it is: commands, addresses and a command's choices.
+func typed(s string) string {
+	return choiceTok.ReplaceAllString(commandTok.ReplaceAllString(s, " "), " ")
 }
 
 func wordValues(t *testing.T, path string) map[string]string {
@@ -83,7 +89,7 @@ func wordValues(t *testing.T, path string) map[string]string {
 	var m map[string]string
 	require.NoError(t, json.Unmarshal(b, &m), path)
 	for k, v := range m {
-		m[k] = commandTok.ReplaceAllString(v, " ")
+		m[k] = typed(v)
 	}
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"loopx/cards"
 	"loopx/change"
 	"loopx/store"
 	"loopx/templates"
@@ -26,6 +27,11 @@ func (s *Server) home(ctx context.Context, r *http.Request, ss *session, v *view
 	h, err := store.ReadHome(ctx, s.st.DB(), ss.person(s.admins), v.Now, homeLimit)
 	if err != nil {
 		return "", 0, err
+	}
+	for _, list := range [][]store.HomeGate{h.Gates, h.Stalled} {
+		for i := range list {
+			list[i].Question, _ = cards.GateWords(s.opts.Cards.Templates(), v.Lang, list[i].Gate)
+		}
 	}
 	v.Home, v.Live, v.Title = h, "*", s.pages.Word(v.Lang, "needs_you")
 	// Done goals: the newest few, with their number; the goals list has them all.
@@ -68,6 +74,10 @@ func (s *Server) goal(ctx context.Context, r *http.Request, ss *session, v *view
 	page, err := store.ReadGoalPage(ctx, s.st.DB(), g.Goal, v.Now)
 	if err != nil {
 		return "", 0, err
+	}
+	for i := range page.Gates {
+		// The stall guard's question is LoopX's own: the page says it in the page's language.
+		page.Gates[i].Question, _ = cards.GateWords(s.opts.Cards.Templates(), v.Lang, page.Gates[i])
 	}
 	v.Goal, v.Role, v.Page, v.Live = g.Goal, string(g.Role), page, g.ID
 	// ?handoff=<todo> opens that todo's handoff form: one form on the page, not one a todo.

@@ -270,11 +270,18 @@ func TestHomeListsTheGateAndTheOwnerAnswersIt(t *testing.T) {
 	_, body, _ := br.get("/web/")
 	require.Contains(t, body, "Publish the draft?")
 	require.Regexp(t, `Open gates you can answer <span class="count">1</span>`, body)
+	// What needs the owner first, then one quiet line for the rest; no empty section.
+	require.Less(t, strings.Index(body, `id="h-gates"`), strings.Index(body, `id="home-quiet"`))
+	require.Contains(t, body, `<p class="empty" id="home-quiet">Nothing else waits for you.</p>`)
+	require.NotContains(t, body, "Nothing here.")
+	require.Equal(t, 1, strings.Count(body, "<section"), "only the section that holds something")
 
-	// The member sees the goal but no gate to answer, and no controls.
+	// The member sees the goal but no gate to answer, and no controls: nothing waits for them.
 	mb := b.signIn(t, member)
 	_, body, _ = mb.get("/web/")
-	require.Regexp(t, `Open gates you can answer <span class="count">0</span>`, body)
+	require.NotContains(t, body, "Open gates you can answer")
+	require.Contains(t, body, `<p class="empty" id="home-quiet">Nothing waits for you.</p>`)
+	require.NotContains(t, body, "<section")
 	status, body, _ := mb.get("/web/goals/docs")
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, body, "Publish the draft?")
@@ -556,4 +563,37 @@ func TestPermissionGateShowsTheRequestAndItsButtons(t *testing.T) {
 	g, err := b.st.GetGate(t.Context(), "docs", a.Gate.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.PermitAllow, store.PermissionDecision(g))
+}
+
+// The stall guard's gate reads in the page's language: its question (stored in the goal's
+// language) and its buttons, which still answer with the stored values.
+func TestStallGateReadsInThePagesLanguage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	var g store.Gate
+	require.NoError(t, b.st.WithTx(ctx, func(tx *store.Tx) error {
+		var err error
+		g, _, err = store.OpenStallGate(ctx, tx, store.StallGateParams{GoalID: "docs", AgentID: "codex",
+			Question: b.tpl.Word("en", "stall_question", 3)}, b.clock.Now())
+		return err
+	}))
+	br := b.signIn(t, owner)
+	br.get("/web/")
+	br.post("/web/lang", url.Values{"lang": {"zh"}, "back": {"/web/"}})
+	_, home, _ := br.get("/web/")
+	require.Contains(t, home, "连续 3 轮没有进展：继续还是暂停？")
+	require.NotContains(t, home, "no progress")
+	require.Contains(t, home, "没有其他需要你处理的事。")
+	require.NotContains(t, home, "暂无。")
+	_, page, _ := br.get("/web/goals/docs")
+	require.Contains(t, page, "连续 3 轮没有进展：继续还是暂停？")
+	require.Contains(t, page, `value="continue" class="primary">继续</button>`)
+	require.Contains(t, page, `value="pause" class="danger">暂停目标</button>`)
+	status, loc := br.post("/web/goals/docs/gates/"+itoa(g.ID)+"/answer", url.Values{"answer": {"continue"}})
+	require.Equal(t, http.StatusSeeOther, status, loc)
+	got, err := b.st.GetGate(ctx, "docs", g.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.GateApproved, got.Status)
+	require.Equal(t, store.StallContinue, got.Answer)
 }

@@ -200,6 +200,9 @@ type clickToken struct {
 type Toast struct {
 	Type    string // "info", "success", "warning", "error"
 	Content string
+	// I18n is the toast in each language the answer gave (Lark's i18n: "zh_cn", "en_us"):
+	// Lark shows the one of the clicker's client, else Content.
+	I18n map[string]string `json:"i18n,omitempty"`
 }
 
 // ClickResult is the outcome of ClickButton.

@@ -193,7 +193,11 @@ func TestWorkspaceTeamInChromium(t *testing.T) {
 	checkAccessible(t, owner, axe, "the goals list")
 	shoot(owner, "goals-en")
 	browse(t, owner, "home", chromedp.Navigate(s.url+"/web/"), chromedp.WaitVisible(chromedp.CSS(`#h-gates`)))
-	require.Contains(t, bodyText(t, owner), "2 goals you can see")
+	home := bodyText(t, owner)
+	require.Contains(t, home, "2 goals you can see")
+	// What needs the owner first, then one quiet line; no empty section says "Nothing here".
+	require.Less(t, strings.Index(home, "Publish the draft?"), strings.Index(home, "Nothing else waits for you."))
+	require.NotContains(t, home, "Nothing here")
 	checkAccessible(t, owner, axe, "home")
 	shoot(owner, "home-en")
 
@@ -333,7 +337,7 @@ func TestWorkspaceTeamInChromium(t *testing.T) {
 
 	// Phone-width screenshots of every page.
 	for _, p := range []struct{ name, path, wait string }{
-		{"home", "/web/", "#h-gates"}, {"goals", "/web/goals", "h1"}, {"goal", "/web/goals/docs", "#h-needs"},
+		{"home", "/web/", "#home-quiet"}, {"goals", "/web/goals", "h1"}, {"goal", "/web/goals/docs", "#h-needs"},
 		{"turn", turnPath, "#h-log"}, {"proposal", proposalPath, "table.diff"},
 	} {
 		browse(t, phone, "the "+p.name+" page on a phone", chromedp.Navigate(s.url+p.path), chromedp.WaitVisible(chromedp.CSS(p.wait)))
@@ -347,7 +351,7 @@ func TestWorkspaceTeamInChromium(t *testing.T) {
 		fill(`#lang-pick`, "zh"), chromedp.Click(chromedp.CSS(`form[action="/web/lang"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] h1`)))
 	for _, p := range []struct{ name, path, wait string }{
-		{"home", "/web/", "#h-gates"}, {"goals", "/web/goals", "h1"}, {"goal", "/web/goals/docs", "#h-needs"},
+		{"home", "/web/", "#home-quiet"}, {"goals", "/web/goals", "h1"}, {"goal", "/web/goals/docs", "#h-needs"},
 		{"turn", turnPath, "#h-log"}, {"proposal", proposalPath, "table.diff"},
 	} {
 		browse(t, owner, "the Chinese "+p.name+" page", chromedp.Navigate(s.url+p.path), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] `+p.wait)))
@@ -366,7 +370,7 @@ func TestWorkspaceTeamInChromium(t *testing.T) {
 		fill(`#lang-pick`, "zh"), chromedp.Click(chromedp.CSS(`form[action="/web/lang"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] h1`)))
 	for _, p := range []struct{ name, path, wait string }{
-		{"home", "/web/", "#h-gates"}, {"goals", "/web/goals", "h1"}, {"goal", "/web/goals/docs", "#h-needs"},
+		{"home", "/web/", "#home-quiet"}, {"goals", "/web/goals", "h1"}, {"goal", "/web/goals/docs", "#h-needs"},
 		{"turn", turnPath, "#h-log"}, {"proposal", proposalPath, "table.diff"},
 	} {
 		browse(t, phone, "the Chinese "+p.name+" page on a phone", chromedp.Navigate(s.url+p.path), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] `+p.wait)))
