@@ -133,6 +133,9 @@ func parseContract(cmd command, p Parsed, rest string) (Parsed, error) {
 		}
 		p.Reason = r
 	case argsHandoff:
+		if strings.TrimSpace(rest) == "" {
+			return bad("handoff_args", "/handoff needs the todo number, then to <agent> and a note")
+		}
 		tok, r := cut(rest)
 		if strings.EqualFold(tok, "todo") || tok == "待办" {
 			tok, r = cut(r)

@@ -132,7 +132,7 @@ func TestParseErrors(t *testing.T) {
 		"/waive todo x g1 why":           `"x" is not a todo number`,
 		"/waive g1":                      "say why g1 counts as met",
 		"/waive g!1 why":                 `"g!1" is not a criterion id`,
-		"/handoff":                       `"" is not a todo number`,
+		"/handoff":                       `/handoff needs the todo number`,
 		"/handoff 3":                     "name the agent that takes the todo",
 		"/handoff 3 to":                  "name the agent that takes the todo",
 		"/handoff 3 to Bad! note":        `"Bad!" is not an agent id`,
