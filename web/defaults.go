@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"loopx/change"
 	"loopx/store"
@@ -115,37 +114,14 @@ func defaultsRequest(r *http.Request) (change.Request, error) {
 		}
 		req.Version = n
 	}
-	for _, n := range []struct {
-		name string
-		dst  **int
-	}{{store.SettingAllowedSlots, &c.AllowedSlots}, {store.SettingWindowHours, &c.WindowHours},
-		{store.SettingStallTurns, &c.StallTurns}, {store.SettingReminderEscalate, &c.ReminderEscalateAfter},
-		{store.SettingPermissionTimeout, &c.PermissionTimeoutSeconds}} {
-		v := strings.TrimSpace(f.Get(n.name))
-		if v == "" {
-			continue
-		}
-		num, err := strconv.Atoi(v)
-		if err != nil {
-			return req, store.Errorf(store.ErrInvalid, n.name, "%q is not a whole number", v)
-		}
-		*n.dst = &num
-	}
-	for _, n := range []struct {
-		name string
-		dst  **string
-	}{{store.SettingHeartbeatSpec, &c.HeartbeatSpec}, {store.SettingHeartbeatTZ, &c.HeartbeatTZ},
-		{store.SettingReportSpec, &c.ReportSpec}, {store.SettingReportTZ, &c.ReportTZ}, {store.SettingLang, &c.Lang},
-		{store.SettingBreakerFailures, &c.BreakerFailures}, {store.SettingProgressCard, &c.ProgressCard},
-		{store.SettingQuietDigests, &c.QuietDigests}, {store.SettingReminderMinutes, &c.ReminderMinutes}} {
-		if !f.Has(n.name) {
-			continue
-		}
-		v := strings.TrimSpace(f.Get(n.name))
-		if v == "" && n.name != store.SettingHeartbeatSpec && n.name != store.SettingReportSpec {
-			continue
-		}
-		*n.dst = &v
-	}
-	return req, nil
+	err := readSettings(f,
+		[]numField{{store.SettingAllowedSlots, &c.AllowedSlots}, {store.SettingWindowHours, &c.WindowHours},
+			{store.SettingStallTurns, &c.StallTurns}, {store.SettingReminderEscalate, &c.ReminderEscalateAfter},
+			{store.SettingPermissionTimeout, &c.PermissionTimeoutSeconds}},
+		[]textField{{store.SettingHeartbeatSpec, &c.HeartbeatSpec}, {store.SettingHeartbeatTZ, &c.HeartbeatTZ},
+			{store.SettingReportSpec, &c.ReportSpec}, {store.SettingReportTZ, &c.ReportTZ}, {store.SettingLang, &c.Lang},
+			{store.SettingBreakerFailures, &c.BreakerFailures}, {store.SettingProgressCard, &c.ProgressCard},
+			{store.SettingQuietDigests, &c.QuietDigests}, {store.SettingReminderMinutes, &c.ReminderMinutes}},
+		func(string, string) bool { return true })
+	return req, err
 }

@@ -279,48 +279,15 @@ func changeRequest(r *http.Request, g store.Goal, current map[string]string) (ch
 // settingsChange reads the settings form into c: each setting given a value other than its
 // effective one (current), the owners and members.
 func settingsChange(f url.Values, c *change.GoalChange, current map[string]string) error {
-	given := func(name string) (string, bool) {
-		v := strings.TrimSpace(f.Get(name))
-		if !f.Has(name) || v == "" {
-			return "", false
-		}
-		return v, true
-	}
-	for _, n := range []struct {
-		name string
-		dst  **int
-	}{{store.SettingAllowedSlots, &c.AllowedSlots}, {store.SettingWindowHours, &c.WindowHours},
-		{store.SettingStallTurns, &c.StallTurns}, {store.SettingReminderEscalate, &c.ReminderEscalateAfter}} {
-		v, ok := given(n.name)
-		if !ok {
-			continue
-		}
-		num, err := strconv.Atoi(v)
-		if err != nil {
-			return store.Errorf(store.ErrInvalid, n.name, "%q is not a whole number", v)
-		}
-		if strconv.Itoa(num) != current[n.name] {
-			*n.dst = &num
-		}
-	}
-	for _, n := range []struct {
-		name string
-		dst  **string
-	}{{store.SettingHeartbeatSpec, &c.HeartbeatSpec}, {store.SettingHeartbeatTZ, &c.HeartbeatTZ},
-		{store.SettingReportSpec, &c.ReportSpec}, {store.SettingReportTZ, &c.ReportTZ}, {store.SettingLang, &c.Lang},
-		{store.SettingBreakerFailures, &c.BreakerFailures}, {store.SettingProgressCard, &c.ProgressCard},
-		{store.SettingQuietDigests, &c.QuietDigests}, {store.SettingReminderMinutes, &c.ReminderMinutes}} {
-		if !f.Has(n.name) {
-			continue
-		}
-		v := strings.TrimSpace(f.Get(n.name))
-		if v == "" && n.name != store.SettingHeartbeatSpec && n.name != store.SettingReportSpec {
-			continue // an empty schedule turns it off; an empty other field changes nothing
-		}
-		if sameSetting(n.name, v, current[n.name]) {
-			continue
-		}
-		*n.dst = &v
+	if err := readSettings(f,
+		[]numField{{store.SettingAllowedSlots, &c.AllowedSlots}, {store.SettingWindowHours, &c.WindowHours},
+			{store.SettingStallTurns, &c.StallTurns}, {store.SettingReminderEscalate, &c.ReminderEscalateAfter}},
+		[]textField{{store.SettingHeartbeatSpec, &c.HeartbeatSpec}, {store.SettingHeartbeatTZ, &c.HeartbeatTZ},
+			{store.SettingReportSpec, &c.ReportSpec}, {store.SettingReportTZ, &c.ReportTZ}, {store.SettingLang, &c.Lang},
+			{store.SettingBreakerFailures, &c.BreakerFailures}, {store.SettingProgressCard, &c.ProgressCard},
+			{store.SettingQuietDigests, &c.QuietDigests}, {store.SettingReminderMinutes, &c.ReminderMinutes}},
+		func(name, v string) bool { return !sameSetting(name, v, current[name]) }); err != nil {
+		return err
 	}
 	people := func(name string, dst **[]string) {
 		if f.Has(name) {
@@ -330,6 +297,50 @@ func settingsChange(f url.Values, c *change.GoalChange, current map[string]strin
 	}
 	people("owners", &c.Owners)
 	people("members", &c.Members)
+	return nil
+}
+
+// numField and textField name a settings form's field and where its value goes.
+type numField struct {
+	name string
+	dst  **int
+}
+
+type textField struct {
+	name string
+	dst  **string
+}
+
+// readSettings fills, from a settings form (a goal's or the machine defaults'), the fields
+// it gives: whole numbers, and texts (an empty text only turns a schedule off; for any
+// other field it changes nothing). changed says whether a value given is a change (the
+// goal's form leaves out what equals the goal's value).
+func readSettings(f url.Values, nums []numField, texts []textField, changed func(name, v string) bool) error {
+	for _, n := range nums {
+		v := strings.TrimSpace(f.Get(n.name))
+		if !f.Has(n.name) || v == "" {
+			continue
+		}
+		num, err := strconv.Atoi(v)
+		if err != nil {
+			return store.Errorf(store.ErrInvalid, n.name, "%q is not a whole number", v)
+		}
+		if changed(n.name, strconv.Itoa(num)) {
+			*n.dst = &num
+		}
+	}
+	for _, n := range texts {
+		if !f.Has(n.name) {
+			continue
+		}
+		v := strings.TrimSpace(f.Get(n.name))
+		if v == "" && n.name != store.SettingHeartbeatSpec && n.name != store.SettingReportSpec {
+			continue
+		}
+		if changed(n.name, v) {
+			*n.dst = &v
+		}
+	}
 	return nil
 }
 
